@@ -1,0 +1,5 @@
+import sys
+
+from grace.cli import main
+
+sys.exit(main())

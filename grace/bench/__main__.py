@@ -1,0 +1,97 @@
+"""``python -m grace.bench``: run workloads in modes, interleaved; see ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from grace.bench import results
+from grace.bench.configs import ConfigError, resolve
+from grace.bench.modes import DEFAULT_MODES, parse_modes
+from grace.bench.runner import Settings, run, shard
+from grace.bench.workloads import all_workloads
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard takes i/n, e.g. 2/4; got {spec!r}") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"--shard {spec}: need 1 <= i <= n")
+    return i, n
+
+
+def gpu_problem(device: str) -> str | None:
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no NVIDIA GPU visible (torch.cuda.is_available() is False): the benchmark needs one"
+    return None
+
+
+def print_table(rows: list[dict], baseline: str) -> None:
+    base = {r["workload"]: r for r in rows if r["mode"] == baseline and r["status"] == "ok"}
+    print(f"{'workload':<22} {'mode':<14} {'status':<9} {'median us':>10} {'p10':>9} {'p90':>9} "
+          f"{'speedup':>8} {'graphs':>6} {'compile s':>9}   (speedup: {baseline} median / mode median)")
+    for r in rows:
+        t = r["iter_us"] or {}
+        b = base.get(r["workload"])
+        speedup = f"{b['iter_us']['median'] / t['median']:.2f}x" if b and t and r["status"] == "ok" else "-"
+        fmt = lambda v, f: format(v, f) if isinstance(v, (int, float)) else "-"  # noqa: E731
+        print(f"{r['workload']:<22} {r['mode']:<14} {r['status']:<9} {fmt(t.get('median'), '10.1f')} "
+              f"{fmt(t.get('p10'), '9.1f')} {fmt(t.get('p90'), '9.1f')} {speedup:>8} "
+              f"{fmt(r['cuda_graphs'], '6d')} {fmt(r['compile_s'], '9.1f')}")
+        if r["status"] != "ok":
+            print(f"    !! {r['status'].upper()}: {r['error']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grace.bench", description=__doc__)
+    parser.add_argument("--workloads", default="micro",
+                        help="config file, config name in configs/ (micro, smoke), or comma-separated names")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes")
+    parser.add_argument("--repeat", type=int, default=100, help="timed iterations per mode")
+    parser.add_argument("--warmup", type=int, default=5, help="warm-up iterations (include compilation)")
+    parser.add_argument("--chunk", type=int, default=5, help="iterations per mode per interleaved round")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per (workload, mode)")
+    parser.add_argument("--shard", type=parse_shard, default=(1, 1), help="run shard i of n, e.g. 1/3")
+    parser.add_argument("--experiment", default="single_gpu")
+    parser.add_argument("--run-id", default=None, help="share one run id across shards")
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (runner tests only)")
+    parser.add_argument("--size", default="full", choices=["full", "tiny"], help="tiny: CPU-test sizes")
+    parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
+    parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for w in all_workloads():
+            print(f"{w.name:<24} {w.suite:<12} {w.kind:<10} batch {w.batch_size:<8} {w.idiom}")
+        return 0
+    try:
+        modes = parse_modes(args.modes)
+        targets = shard(resolve(args.workloads), *args.shard)
+    except (ConfigError, ValueError) as e:
+        print(f"grace.bench: {e}", file=sys.stderr)
+        return 2
+    problem = gpu_problem(args.device)
+    if problem:
+        print(f"grace.bench: {problem}", file=sys.stderr)
+        return 2
+    settings = Settings(experiment=args.experiment, run_id=args.run_id or results.new_run_id(),
+                        repeat=args.repeat, warmup=args.warmup, chunk=args.chunk,
+                        timeout_s=args.timeout, device=args.device, size=args.size)
+    out_dir = run(settings, targets, modes)
+    import json
+
+    names = {t.workload.name for t in targets}
+    rows = [json.loads(line) for line in (out_dir / "rows.jsonl").read_text().splitlines()]
+    print_table([r for r in rows if r["workload"] in names], args.baseline)
+    print(f"rows: {out_dir / 'rows.jsonl'}")
+    return 1 if any(r["status"] != "ok" for r in rows if r["workload"] in names) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

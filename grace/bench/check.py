@@ -1,0 +1,107 @@
+"""Comparing a mode's outputs with eager's, with tolerances by dtype.
+
+The measure is the relative error of the whole output, ``||out - ref|| / ||ref||`` (an
+absolute norm when the reference is all zeros), computed in float64. Thresholds:
+
+=========  =========  ==============================================================
+dtype      tolerance  why
+=========  =========  ==============================================================
+float64    1e-9       Inductor reorders and fuses float64 arithmetic; nothing else
+float32    1e-4       fused kernels reassociate; no TF32 (the runner keeps it off)
+float16    1e-2       10-bit mantissa, fused vs unfused rounding
+bfloat16   2e-2       7-bit mantissa
+integers   exact      indices, masks, counts
+bool       exact
+=========  =========  ==============================================================
+
+A NaN or inf where eager has none, a shape, dtype or structure difference, all fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+TOLERANCE = {
+    "torch.float64": 1e-9,
+    "torch.float32": 1e-4,
+    "torch.float16": 1e-2,
+    "torch.bfloat16": 2e-2,
+}
+
+
+@dataclass
+class Mismatch:
+    where: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.detail}"
+
+
+def flatten(value: Any, prefix: str = "out") -> list[tuple[str, Any]]:
+    """Leaves of nested tuples/lists/dicts/dataclass-like outputs, with their paths."""
+    import torch
+
+    if isinstance(value, torch.Tensor) or value is None or isinstance(value, (int, float, bool, str)):
+        return [(prefix, value)]
+    if isinstance(value, dict):
+        return [leaf for k in sorted(value, key=str) for leaf in flatten(value[k], f"{prefix}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [leaf for i, v in enumerate(value) for leaf in flatten(v, f"{prefix}[{i}]")]
+    if hasattr(value, "to_tuple"):  # HuggingFace ModelOutput
+        return flatten(value.to_tuple(), prefix)
+    raise TypeError(f"{prefix}: cannot compare outputs of type {type(value).__name__}")
+
+
+def compare(out: Any, ref: Any) -> tuple[float, list[Mismatch]]:
+    """(largest relative error over tensor leaves, mismatches)."""
+    import torch
+
+    got, want = flatten(out), flatten(ref)
+    if [p for p, _ in got] != [p for p, _ in want]:
+        return float("inf"), [Mismatch("out", f"structure differs: {[p for p, _ in got]} vs {[p for p, _ in want]}")]
+    worst = 0.0
+    mismatches: list[Mismatch] = []
+    for (path, a), (_, b) in zip(got, want):
+        if not isinstance(b, torch.Tensor):
+            if a != b:
+                mismatches.append(Mismatch(path, f"{a!r} != {b!r}"))
+            continue
+        if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+            desc = f"{type(a).__name__} {getattr(a, 'shape', '')} {getattr(a, 'dtype', '')}"
+            mismatches.append(Mismatch(path, f"{desc} vs tensor {tuple(b.shape)} {b.dtype}"))
+            continue
+        err, problem = _tensor_error(a, b)
+        worst = max(worst, err)
+        if problem:
+            mismatches.append(Mismatch(path, problem))
+    return worst, mismatches
+
+
+def _tensor_error(a: Any, b: Any) -> tuple[float, str]:
+    import torch
+
+    if not (a.is_floating_point() or a.is_complex()):
+        equal = torch.equal(a.cpu(), b.cpu())
+        return (0.0 if equal else float("inf")), ("" if equal else "integer/bool values differ")
+    a64, b64 = a.detach().double(), b.detach().to(a.device).double()
+    bad_a, bad_b = ~torch.isfinite(a64), ~torch.isfinite(b64)
+    if not torch.equal(bad_a, bad_b):
+        return float("inf"), "non-finite values where eager has finite ones (or the reverse)"
+    if bad_b.any():
+        a64, b64 = a64[~bad_b], b64[~bad_b]
+    ref_norm = torch.linalg.vector_norm(b64).item()
+    diff = torch.linalg.vector_norm(a64 - b64).item()
+    err = diff / ref_norm if ref_norm > 0 else diff
+    tol = TOLERANCE.get(str(a.dtype), 1e-4)
+    return err, ("" if err <= tol else f"relative error {err:.3g} > tolerance {tol:g} ({a.dtype})")
+
+
+def tolerance_for(value: Any) -> float:
+    """The loosest tolerance over an output's floating-point leaves (for reporting)."""
+    import torch
+
+    tols = [TOLERANCE.get(str(t.dtype), 1e-4) for _, t in flatten(value)
+            if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    return max(tols, default=0.0)

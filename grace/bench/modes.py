@@ -1,0 +1,51 @@
+"""The modes of the paper's Figures 10 and 11, as what a worker process needs to run them.
+
+A mode is an environment (read at interpreter start, so it must be set before the worker
+starts) and a ``torch.compile`` mode. PT2 modes run with ``GRACE_DISABLE=1``: the stock
+modules, not GraCE's patched ones with the switches off, so the baselines are stock by
+construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    label: str  # as in the paper's figures
+    compile_mode: str | None  # torch.compile(mode=...); None with compiled=False means eager
+    compiled: bool = True
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uses_cuda_graphs(self) -> bool:
+        return self.compile_mode == "reduce-overhead"
+
+
+def _grace(cgct: bool, pi: bool, scg: bool) -> dict[str, str]:
+    flag = {True: "1", False: "0"}
+    return {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg]}
+
+
+_STOCK = {"GRACE_DISABLE": "1"}
+
+MODES: dict[str, Mode] = {m.name: m for m in (
+    Mode("eager", "Eager", None, compiled=False, env=_STOCK),
+    Mode("pt2-nocg", "PyTorch2-No-CG", None, env=_STOCK),
+    Mode("pt2-cg", "PyTorch2-CG", "reduce-overhead", env=_STOCK),
+    Mode("grace-cgct", "CGCT", "reduce-overhead", env=_grace(True, False, False)),
+    Mode("grace-cgct-pi", "+PI", "reduce-overhead", env=_grace(True, True, False)),
+    Mode("grace", "GraCE", "reduce-overhead", env=_grace(True, True, True)),
+)}
+
+DEFAULT_MODES: tuple[str, ...] = tuple(MODES)
+
+
+def parse_modes(spec: str) -> list[Mode]:
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in MODES]
+    if unknown:
+        raise ValueError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
+    return [MODES[n] for n in names]

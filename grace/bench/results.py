@@ -1,0 +1,110 @@
+"""Where a run's rows go, and what every row says about the machine and the command.
+
+``results/raw/<experiment>/<run_id>/rows.jsonl`` holds one JSON object per (workload, mode);
+``meta.json`` the run's settings; ``logs/`` each worker's stderr. ``latest.txt`` beside the run
+directories names the newest run whose shard(s) finished. Shards of one run share its run_id
+and append to the same ``rows.jsonl``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import platform
+import secrets
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from grace import __version__
+from grace.paths import REPO_ROOT, RESULTS_DIR
+from grace.versions import installed_version
+
+
+def new_run_id() -> str:
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def run_dir(experiment: str, run_id: str, results: Path = RESULTS_DIR) -> Path:
+    path = results / "raw" / experiment / run_id
+    (path / "logs").mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    with open(path / "rows.jsonl", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def mark_latest(experiment: str, run_id: str, results: Path = RESULTS_DIR) -> None:
+    latest = results / "raw" / experiment / "latest.txt"
+    tmp = latest.with_suffix(".tmp")
+    tmp.write_text(run_id + "\n")
+    os.replace(tmp, latest)
+
+
+@cache
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on. Reads nvidia-smi, not torch, to stay import-light."""
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+    }
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run(
+                [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
+            if out:
+                name, driver, memory = (s.strip() for s in out[0].split(","))
+                info.update(gpu=name, driver=driver, gpu_memory=memory, gpu_count=len(out))
+        except (OSError, subprocess.SubprocessError, ValueError):
+            pass
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+@cache
+def versions() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "torch": installed_version("torch"),
+        "triton": installed_version("triton"),
+        "grace": __version__,
+        "grace_commit": _git_commit(),
+    }
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def command_line() -> str:
+    return shlex.join([Path(sys.executable).name, "-m", "grace.bench", *sys.argv[1:]])

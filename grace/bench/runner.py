@@ -1,0 +1,267 @@
+"""Run workloads in every mode, interleaved, and write one row per (workload, mode).
+
+For each workload the runner starts one worker per mode, one after another so that their
+compilations do not compete, and waits for each to warm up. Then it runs rounds: in round
+``r`` every live worker times the same ``chunk`` input samples, the order of modes rotating
+from round to round, so drift (clocks, temperature, other tenants) hits all modes alike and
+the ``r``-th samples of two modes are a fair pair. A worker that crashes, or outlives the
+per-case timeout, is killed and becomes an error row with the reason and its log's tail; the
+others go on. The limit applies to each phase of a case: compiling and warming up, then
+the timed rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from grace.bench import results
+from grace.bench.modes import Mode
+from grace.bench.progress import Progress
+from grace.bench.stats import summary
+from grace.bench.workloads import Workload
+from grace.log import get_logger
+from grace.paths import REPO_ROOT
+
+log = get_logger("grace.bench")
+
+
+class WorkerFailed(Exception):
+    """The worker died, reported an error, or ran out of time; the message says which."""
+
+
+@dataclass
+class Settings:
+    experiment: str
+    run_id: str
+    repeat: int = 100
+    warmup: int = 5
+    chunk: int = 5
+    timeout_s: float = 300.0
+    device: str = "cuda"
+    size: str = "full"
+    results_dir: Path = results.RESULTS_DIR
+
+
+@dataclass
+class Target:
+    workload: Workload
+    batch_size: int
+
+
+@dataclass
+class Worker:
+    """A live worker process and the row it is filling in."""
+
+    mode: Mode
+    process: subprocess.Popen
+    log_path: Path
+    deadline: float
+    row: dict[str, Any]
+    samples: list[float] = field(default_factory=list)
+    buffer: str = ""
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(json.dumps(message) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise WorkerFailed(self._died(f"could not write to the worker ({e})")) from e
+
+    def receive(self, expected: str) -> dict[str, Any]:
+        """The next protocol message, which must be ``expected``; raises WorkerFailed."""
+        assert self.process.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.process.stdout, selectors.EVENT_READ)
+            while "\n" not in self.buffer:
+                left = self.deadline - time.monotonic()
+                if left <= 0 or not sel.select(timeout=left):
+                    self.kill()
+                    raise WorkerFailed(f"timeout: exceeded the per-case limit while waiting for '{expected}'")
+                chunk = os.read(self.process.stdout.fileno(), 65536).decode()
+                if not chunk:
+                    self.process.wait()
+                    raise WorkerFailed(self._died("worker exited"))
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split("\n", 1)
+        message = json.loads(line)
+        if message.get("event") == "error":
+            self.process.wait()
+            raise WorkerFailed(f"{message['error']} (log: {self.log_path.name})")
+        if message.get("event") != expected:
+            self.kill()
+            raise WorkerFailed(f"protocol: expected '{expected}', got {message!r}")
+        return message
+
+    def _died(self, what: str) -> str:
+        code = self.process.poll()
+        tail = _tail(self.log_path)
+        return f"{what} (exit code {code}); log tail: {tail}"
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def _tail(path: Path, lines: int = 6) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def worker_env(mode: Mode, cache_root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(mode.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    # One kernel cache per run, with the FX graph and AOT autograd caches off: every worker
+    # really lowers and generates its code (so no mode is served a graph another mode compiled;
+    # that cache's key does not know GraCE's switches), while kernel binaries, keyed by their
+    # source, are shared. So only the first compiled mode of a run pays cold kernel builds.
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_root / "inductor")
+    env["TRITON_CACHE_DIR"] = str(cache_root / "triton")
+    env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
+    env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
+    return env
+
+
+def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
+    wl = target.workload
+    return {
+        "experiment": settings.experiment, "run_id": settings.run_id,
+        "workload": wl.name, "model": wl.model, "suite": wl.suite, "kind": wl.kind,
+        "batch_size": target.batch_size, "idiom": wl.idiom, "mode": mode.name,
+        "device": settings.device, "size": settings.size, "repeat": settings.repeat,
+        "warmup": settings.warmup, "status": "error", "error": None,
+        "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
+        "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None,
+        "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
+    }
+
+
+def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, scratch: Path) -> Worker:
+    log_path = out_dir / "logs" / f"{target.workload.name}.{mode.name}.log"
+    cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
+           "--mode", mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
+           "--device", settings.device, "--size", settings.size]
+    with open(log_path, "w") as log_file:
+        process = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
+            env=worker_env(mode, scratch), cwd=REPO_ROOT)
+    return Worker(mode, process, log_path, time.monotonic() + settings.timeout_s,
+                  base_row(settings, target, mode))
+
+
+def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: Path,
+               scratch: Path, progress: Progress) -> list[dict[str, Any]]:
+    """All modes of one workload; returns their rows (error rows included)."""
+    live: list[Worker] = []
+    done: list[dict[str, Any]] = []
+
+    def fail(worker: Worker, reason: str) -> None:
+        worker.kill()
+        worker.row["status"] = "timeout" if reason.startswith("timeout") else "error"
+        worker.row["error"] = reason
+        log.error("%s / %s: %s", target.workload.name, worker.mode.name, reason)
+        done.append(worker.row)
+        if worker in live:
+            live.remove(worker)
+
+    for mode in modes:
+        worker = start_worker(settings, target, mode, out_dir, scratch)
+        try:
+            worker.row["compile_s"] = worker.receive("ready")["compile_s"]
+            live.append(worker)
+        except WorkerFailed as e:
+            fail(worker, str(e))
+        progress.advance(note=f"{target.workload.name}: {mode.name} ready")
+
+    # The per-case limit applies to each phase: compiling, then timing.
+    for worker in live:
+        worker.deadline = time.monotonic() + settings.timeout_s
+    rounds = _rounds(settings.repeat, settings.chunk)
+    for r, samples in enumerate(rounds):
+        for worker in _rotated(list(live), r):
+            try:
+                worker.send({"cmd": "run", "samples": samples})
+                worker.samples.extend(worker.receive("samples")["us"])
+            except WorkerFailed as e:
+                fail(worker, str(e))
+        progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
+
+    for worker in list(live):
+        try:
+            worker.send({"cmd": "finish"})
+            summary_msg = worker.receive("summary")
+            worker.process.wait(timeout=60)
+        except (WorkerFailed, subprocess.TimeoutExpired) as e:
+            fail(worker, str(e))
+            continue
+        done.append(_finish_row(worker, summary_msg))
+        live.remove(worker)
+    order = {m.name: i for i, m in enumerate(modes)}
+    return sorted(done, key=lambda row: order[row["mode"]])
+
+
+def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
+    row = worker.row
+    for key in ("peak_replay_mem_bytes", "cuda_graphs", "cudagraph_skips", "partition_reasons", "check"):
+        row[key] = message[key]
+    row["samples_us"] = worker.samples
+    row["iter_us"] = summary(worker.samples)
+    if worker.mode.compiled and not message["check"]["ok"]:
+        row["status"] = "mismatch"
+        row["error"] = f"outputs differ from eager: {message['check']['detail']}"
+        log.error("MISMATCH %s / %s: %s", row["workload"], row["mode"], row["error"])
+    else:
+        row["status"] = "ok"
+    return row
+
+
+def _rounds(repeat: int, chunk: int) -> list[list[int]]:
+    chunk = max(1, chunk)
+    return [list(range(s, min(s + chunk, repeat))) for s in range(0, repeat, chunk)]
+
+
+def _rotated(items: list[Worker], r: int) -> list[Worker]:
+    if not items:
+        return items
+    k = r % len(items)
+    return items[k:] + items[:k]
+
+
+def shard(targets: list[Target], index: int, count: int) -> list[Target]:
+    """Targets of shard ``index`` (1-based) of ``count``: every count-th, for balance."""
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {index}/{count}: need 1 <= i <= n")
+    return targets[index - 1::count]
+
+
+def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Path:
+    """Run every target in every mode; rows go to the run directory, which is returned."""
+    import tempfile
+
+    targets = list(targets)
+    out_dir = results.run_dir(settings.experiment, settings.run_id, settings.results_dir)
+    meta = {"settings": {k: str(v) for k, v in vars(settings).items()},
+            "modes": [m.name for m in modes], "workloads": [t.workload.name for t in targets],
+            "machine": results.machine(), "versions": results.versions(), "command": results.command_line()}
+    with open(out_dir / f"meta.{os.getpid()}.json", "w") as f:
+        json.dump(meta, f, indent=2)
+    progress = Progress(len(targets) * (len(modes) + len(_rounds(settings.repeat, settings.chunk))))
+    with tempfile.TemporaryDirectory(prefix="grace-bench-") as scratch:
+        for target in targets:
+            for row in run_target(settings, target, modes, out_dir, Path(scratch), progress):
+                results.append_row(out_dir, row)
+    results.mark_latest(settings.experiment, settings.run_id, settings.results_dir)
+    return out_dir

@@ -1,0 +1,247 @@
+"""One (workload, mode) in its own process: build, compile, warm up, then time on demand.
+
+The runner starts this module with the mode's environment and talks to it over a JSON-lines
+protocol on stdin/stdout (stdout is moved to stderr first, so nothing torch prints can corrupt
+the protocol; stderr goes to the case's log file):
+
+    worker -> {"event": "ready", "compile_s": ...}          after warm-up
+    runner -> {"cmd": "run", "samples": [i, j, ...]}         timed iterations, in this order
+    worker -> {"event": "samples", "us": [...]}
+    runner -> {"cmd": "finish"}
+    worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., ...}
+    worker -> {"event": "error", "error": "..."}             at any point, then exit 1
+
+Every timed iteration gets a fresh input sample, and its output is compared, after the clock
+stops, with an eager copy of the same model run on the same sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import re
+import sys
+import time
+import traceback
+from typing import IO, Any, Callable
+
+from grace.bench import check
+from grace.bench.modes import MODES, Mode
+from grace.bench.workloads import Workload, get
+
+WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
+
+
+class SkipLog(logging.Handler):
+    """Collects why Inductor skipped a CUDA graph or split one into partitions.
+
+    Listens to the ``cudagraphs`` log artifact while it is on: only during warm-up, because
+    with it on, CUDA graph trees format debug records on every replay, which would be timed.
+    """
+
+    LOGGERS = ("torch._inductor.cudagraph_utils.__cudagraphs",
+               "torch._inductor.cudagraph_trees.__cudagraphs",
+               "torch._inductor.scheduler.__cudagraphs")
+    PARTITION_REASON = re.compile(r"reason=([^,]+)")
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.skips: list[str] = []
+        self.partition_reasons: dict[str, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if "skipping cudagraphs" in msg.lower() and msg not in self.skips:
+            self.skips.append(msg)
+        match = self.PARTITION_REASON.search(msg)
+        if match:
+            reason = match.group(1).strip()
+            self.partition_reasons[reason] = self.partition_reasons.get(reason, 0) + 1
+
+    def __enter__(self) -> "SkipLog":
+        import torch
+
+        torch._logging.set_logs(cudagraphs=True)
+        for name in self.LOGGERS:
+            logging.getLogger(name).addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import torch
+
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeHandler(self)
+        torch._logging.set_logs()
+
+
+class Case:
+    """A workload compiled in one mode, with an eager twin for checking outputs."""
+
+    def __init__(self, workload: Workload, mode: Mode, device: str, batch_size: int, size: str):
+        import torch
+
+        self.workload, self.mode, self.device, self.batch, self.size = workload, mode, device, batch_size, size
+        self.cuda = device.startswith("cuda")
+        torch.manual_seed(0)
+        model = workload.build(device, batch_size, size)
+        self.reference = copy.deepcopy(model) if mode.compiled and isinstance(model, torch.nn.Module) else model
+        self.model = model
+        self.fn: Callable[..., Any] = (
+            torch.compile(model, mode=mode.compile_mode) if mode.compiled else model)
+        self.checked = 0
+        self.worst_error = 0.0
+        self.mismatches: list[str] = []
+        self.peak_mem = 0
+        self.tolerance = 0.0
+
+    def sync(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def step(self, fn: Callable[..., Any], module: Any, inputs: tuple) -> Any:
+        """One iteration: a forward pass, or forward and backward for training."""
+        import torch
+
+        if self.workload.kind == "inference":
+            with torch.no_grad():
+                return fn(*inputs)
+        params = [p for p in module.parameters() if p.requires_grad]
+        for p in params:
+            p.grad = None
+        loss = self.workload.loss(fn(*inputs))
+        loss.backward()
+        return (loss.detach(), [p.grad for p in params])
+
+    def inputs(self, sample: int) -> tuple:
+        return self.workload.inputs(self.model, sample, self.device, self.batch, self.size)
+
+    def warm_up(self, iterations: int) -> float:
+        """Run the warm-up; seconds from the first call's start to the last one's end."""
+        self.sync()
+        start = time.perf_counter()
+        for i in range(iterations):
+            self.step(self.fn, self.model, self.inputs(WARMUP_SAMPLE_BASE + i))
+        self.sync()
+        return time.perf_counter() - start
+
+    def timed(self, sample: int) -> float:
+        """Microseconds for one iteration on ``sample``; its output is checked afterwards."""
+        import torch
+
+        inputs = self.inputs(sample)
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        self.sync()
+        start = time.perf_counter()
+        out = self.step(self.fn, self.model, inputs)
+        self.sync()
+        elapsed = (time.perf_counter() - start) * 1e6
+        if self.cuda:
+            self.peak_mem = max(self.peak_mem, torch.cuda.max_memory_allocated())
+        if self.mode.compiled:
+            self._check(sample, out, inputs)
+        return elapsed
+
+    def _check(self, sample: int, out: Any, inputs: tuple) -> None:
+        ref = self.step(self.reference, self.reference, inputs)
+        err, mismatches = check.compare(out, ref)
+        self.checked += 1
+        self.worst_error = max(self.worst_error, err)
+        self.tolerance = max(self.tolerance, check.tolerance_for(ref))
+        for m in mismatches:
+            if len(self.mismatches) < 5:
+                self.mismatches.append(f"sample {sample}: {m}")
+
+    def summary(self, skips: SkipLog) -> dict[str, Any]:
+        return {
+            "peak_replay_mem_bytes": self.peak_mem if self.cuda else None,
+            "cuda_graphs": count_cuda_graphs() if self.cuda else 0,
+            "cudagraph_skips": skips.skips,
+            "partition_reasons": skips.partition_reasons,
+            "check": {
+                "ok": not self.mismatches,
+                "checked": self.checked,
+                "max_rel_err": self.worst_error if self.worst_error != float("inf") else "inf",
+                "tolerance": self.tolerance,
+                "detail": "; ".join(self.mismatches),
+            },
+        }
+
+
+def count_cuda_graphs() -> int:
+    """CUDA graphs recorded in this process's CUDA graph tree (all devices' roots, recursively)."""
+    import torch
+    from torch._inductor import cudagraph_trees
+
+    total = 0
+    for device in range(torch.cuda.device_count()):
+        manager = cudagraph_trees.get_manager(device, create_if_none_exists=False)
+        if manager is None or manager.roots is None:
+            continue
+        stack = [node for nodes in manager.roots.values() for node in nodes]
+        while stack:
+            node = stack.pop()
+            total += 1
+            stack.extend(child for children in node.children.values() for child in children)
+    return total
+
+
+def _protocol_stream() -> IO[str]:
+    """A private copy of stdout for the protocol; fd 1 then points at stderr."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return proto
+
+
+def serve(args: argparse.Namespace, proto: IO[str]) -> None:
+    import torch
+
+    def send(message: dict[str, Any]) -> None:
+        proto.write(json.dumps(message) + "\n")
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("no CUDA GPU is visible to torch in the worker")
+    case = Case(get(args.workload), MODES[args.mode], args.device, args.batch_size, args.size)
+    with SkipLog() as skips:
+        compile_s = case.warm_up(args.warmup)
+    send({"event": "ready", "compile_s": compile_s if case.mode.compiled else None})
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command["cmd"] == "run":
+            send({"event": "samples", "us": [case.timed(s) for s in command["samples"]]})
+        elif command["cmd"] == "finish":
+            send({"event": "summary", **case.summary(skips)})
+            return
+        else:
+            raise ValueError(f"unknown command {command!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="one (workload, mode) benchmark worker")
+    parser.add_argument("--workload", required=True)
+    parser.add_argument("--mode", required=True, choices=sorted(MODES))
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--size", default="full", choices=["full", "tiny"])
+    args = parser.parse_args(argv)
+    proto = _protocol_stream()
+    try:
+        serve(args, proto)
+    except Exception as e:  # noqa: BLE001 - every failure becomes an error row, with its reason
+        traceback.print_exc()
+        proto.write(json.dumps({"event": "error", "error": f"{type(e).__name__}: {e}"}) + "\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The workload registry: one small module per workload, registered by import.
+
+A workload knows how to build its model (deterministic weights, so every worker process of a
+run builds the same one) and how to make input sample ``i`` (deterministic too, and different
+for every ``i``, so replays never see the inputs they were captured with). It keeps whatever
+idiom its original has that trips CUDA graphs: that is what GraCE exists to fix.
+
+Adding one is one file in this package that subclasses :class:`Workload` and calls
+:func:`register`; the registry imports every module here on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["inference", "training"]
+Size = Literal["full", "tiny"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark case: a model, its inputs, and how one iteration runs."""
+
+    name: str  # the short name used in configs and figures, e.g. "micro-eos"
+    model: str  # what it is, e.g. "eos_like"
+    suite: str  # "micro", "torchbench", "huggingface", "timm"
+    kind: Kind
+    batch_size: int
+    idiom: str = ""  # the construct that keeps kernels out of CUDA graphs, if any
+
+    def build(self, device: str, batch_size: int, size: Size = "full") -> Any:
+        """The model (an nn.Module or a function) on ``device``; weights seeded by the caller."""
+        raise NotImplementedError
+
+    def inputs(self, model: Any, sample: int, device: str, batch_size: int,
+               size: Size = "full") -> tuple:
+        """Input sample ``sample`` as positional arguments; deterministic in ``sample``."""
+        raise NotImplementedError
+
+    def loss(self, output: Any) -> Any:
+        """Training workloads: the scalar the backward pass starts from."""
+        raise NotImplementedError(f"{self.name} is not a training workload")
+
+
+_REGISTRY: dict[str, Workload] = {}
+_loaded: list[bool] = []
+
+
+def register(workload: Workload) -> Workload:
+    if workload.name in _REGISTRY:
+        raise ValueError(f"workload {workload.name!r} registered twice")
+    _REGISTRY[workload.name] = workload
+    return workload
+
+
+def _load_all() -> None:
+    if _loaded:
+        return
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+    _loaded.append(True)
+
+
+def get(name: str) -> Workload:
+    _load_all()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def all_workloads() -> list[Workload]:
+    _load_all()
+    return list(_REGISTRY.values())
+
+
+def generator(device: str, sample: int) -> Any:
+    """A torch.Generator on ``device`` seeded by the sample index."""
+    import torch
+
+    return torch.Generator(device=device).manual_seed(1_000_003 * (sample + 1))
+
+

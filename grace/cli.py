@@ -1,0 +1,69 @@
+"""``python -m grace <command>`` (also installed as ``grace``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _setup(args: argparse.Namespace) -> int:
+    from grace.install import setup
+    from grace.patching.overlay import PatchApplyError
+    from grace.versions import UnsupportedVersionError
+
+    try:
+        result = setup()
+    except UnsupportedVersionError as e:
+        print(f"grace setup: {e}", file=sys.stderr)
+        return 2
+    except PatchApplyError as e:
+        print(f"grace setup: {e}\nNothing was changed.", file=sys.stderr)
+        return 3
+    print(f"grace setup: {len(result.patches)} patch(es) in overlay {result.path}")
+    for name in result.patches:
+        print(f"  - {name}")
+    return 0
+
+
+def _patches(args: argparse.Namespace) -> int:
+    from grace.patching.overlay import PatchApplyError, plan
+    from grace.patching.series import load_series
+    from grace.versions import pins
+
+    series = load_series()
+    for entry in series:
+        files = ", ".join(f.path for f in entry.patch.files)
+        summary = entry.patch.description.splitlines()[0] if entry.patch.description else ""
+        print(f"{entry.name}: {summary} [{files}]")
+    if not series:
+        print("(the series is empty)")
+    if args.check:
+        try:
+            plan(series, pins().upstream_sha256)
+        except PatchApplyError as e:
+            print(e, file=sys.stderr)
+            return 3
+        print(f"all {len(series)} patch(es) apply to the installed sources")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from grace.doctor import main
+
+    return main()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grace", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("setup", help="apply the patch series and install the autoload hook").set_defaults(fn=_setup)
+    sub.add_parser("doctor", help="versions, GPU, patches and switches").set_defaults(fn=_doctor)
+    p = sub.add_parser("patches", help="list the patch series")
+    p.add_argument("--check", action="store_true", help="dry-run: check every hunk applies")
+    p.set_defaults(fn=_patches)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

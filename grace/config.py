@@ -1,0 +1,35 @@
+"""GraCE's switches, in the style of ``torch._inductor.config``.
+
+Each optimization is one switch, on by default once GraCE is installed; every switch off is
+stock PyTorch. Set them from Python::
+
+    import grace.config
+    grace.config.scg = False
+    with grace.config.patch(pi=False): ...
+
+or from the environment, read when this module is first imported: ``GRACE_CGCT=0``,
+``GRACE_PI=0``, ``GRACE_SCG=0`` ("1" forces on). ``GRACE_DISABLE=1`` goes further and keeps
+the patched sources from loading at all (see :mod:`grace._autoload`).
+
+This module imports torch (it reuses torch's config machinery), so only code that already runs
+inside torch.compile, or user code, imports it; the interpreter-start hook never does.
+"""
+
+
+import sys
+
+from torch.utils._config_module import Config, install_config_module
+
+# CUDA-Graph-aware code transformation: rewrite IR so CPU scalars, CPU tensors copied in
+# forward and needless CPU outputs stop keeping kernels out of CUDA graphs.
+cgct: bool = Config(default=True, env_name_force="GRACE_CGCT")
+
+# Parameter indirection: graph replays copy 8-byte pointers, not input tensors.
+pi: bool = Config(default=True, env_name_force="GRACE_PI")
+
+# Selective CUDA graphs: profile each candidate graph at capture and deploy the fastest of
+# no graph, graph, graph with PI.
+scg: bool = Config(default=True, env_name_force="GRACE_SCG")
+
+
+install_config_module(sys.modules[__name__])

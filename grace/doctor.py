@@ -1,0 +1,102 @@
+"""``python -m grace doctor``: what this install is, in a dozen lines.
+
+Versions against the pins, the GPU and driver, whether the autoload hook and the overlay are
+in, which patches the overlay holds, which patched modules this process actually loaded, and
+which switches are on. Exit status 1 when something would keep GraCE from running.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+from grace import SWITCHES, __version__
+from grace.install import pth_path
+from grace.patching import overlay
+from grace.versions import installed_version, pins, version_problems
+
+
+def gpu_summary() -> tuple[bool, str]:
+    """(has a usable CUDA GPU, one line naming GPU and driver or why there is none)."""
+    smi = shutil.which("nvidia-smi")
+    driver = ""
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            first = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+            driver = f" (nvidia-smi: {first})" if first else ""
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        import torch
+    except ImportError:
+        return False, "unknown: torch is not importable"
+    if not torch.cuda.is_available():
+        return False, "no CUDA GPU visible to torch" + (driver or "; nvidia-smi not found")
+    name = torch.cuda.get_device_name()
+    cap = ".".join(map(str, torch.cuda.get_device_capability()))
+    return True, f"{name}, compute capability {cap}, CUDA runtime {torch.version.cuda}{driver}"
+
+
+def report() -> tuple[list[str], bool]:
+    """The doctor's lines, and whether the install is healthy."""
+    p = pins()
+    healthy = True
+    lines = [
+        f"grace      {__version__} ({os.path.dirname(os.path.dirname(__file__))})",
+        f"python     {platform.python_version()} ({sys.executable})",
+        f"torch      {installed_version('torch') or 'not installed'} (pinned {p.torch})",
+        f"triton     {installed_version('triton') or 'not installed'} (pinned {p.triton})",
+    ]
+    for problem in version_problems():
+        healthy = False
+        lines.append(f"  ERROR: {problem}")
+    has_gpu, gpu = gpu_summary() if not version_problems() else (False, "not checked")
+    lines.append(f"gpu        {gpu}")
+    pth = pth_path()
+    lines.append(f"autoload   {'installed' if pth.is_file() else 'MISSING (run make setup)'}: {pth}")
+    current = overlay.current()
+    if current is None:
+        healthy = False
+        lines.append("patches    none: no overlay (run make setup)")
+    else:
+        names = current.patches
+        lines.append(f"patches    {len(names)} in overlay {current.path}")
+        lines.extend(f"  - {name}" for name in names)
+    if os.environ.get("GRACE_DISABLE") == "1":
+        lines.append("active     no: GRACE_DISABLE=1 (stock PyTorch)")
+    else:
+        lines.extend(_active_lines(current))
+    if not version_problems():
+        import grace.config as config
+
+        on = [s for s in SWITCHES if getattr(config, s)]
+        off = [s for s in SWITCHES if not getattr(config, s)]
+        lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")
+    return lines, healthy
+
+
+def _active_lines(current: overlay.Overlay | None) -> list[str]:
+    from grace._autoload import installed
+
+    finder = installed()
+    if finder is None:
+        return ["active     no: overlay finder not installed in this process"]
+    import importlib
+
+    for module in finder.modules:
+        importlib.import_module(module)
+    lines = [f"active     yes: {len(finder.loaded)} patched module(s) loaded"]
+    lines.extend(f"  - {m} <- {path}" for m, path in sorted(finder.loaded.items()))
+    lines.extend(f"  ! {m} stock: {why}" for m, why in sorted(finder.refused.items()))
+    return lines
+
+
+def main() -> int:
+    lines, healthy = report()
+    print("\n".join(lines))
+    return 0 if healthy else 1

@@ -1,0 +1,35 @@
+"""The patch series: ``patches/<optimization>/NNNN-name.patch``, applied cgct, pi, scg.
+
+Within a folder, patches apply in file-name order. Each patch adds hook points only; what a
+hook does lives in ``grace/`` behind the optimization's switch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from grace import SWITCHES
+from grace.paths import PATCHES_DIR
+from grace.patching.unidiff import Patch, parse
+
+
+@dataclass(frozen=True)
+class SeriesEntry:
+    optimization: str
+    path: Path
+    patch: Patch
+
+    @property
+    def name(self) -> str:
+        return f"{self.optimization}/{self.path.name}"
+
+
+def load_series(root: Path = PATCHES_DIR) -> list[SeriesEntry]:
+    """Every patch under ``root``, parsed, in application order."""
+    entries = []
+    for optimization in SWITCHES:
+        for path in sorted((root / optimization).glob("*.patch")):
+            name = f"{optimization}/{path.name}"
+            entries.append(SeriesEntry(optimization, path, parse(path.read_text(), name)))
+    return entries

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The artifact's entry point: check CUDA, run one small workload under PT2-CG and under GraCE,
+# write the results, print both times and the speedup.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/check_gpu.sh
+PY=$(bash scripts/python.sh)
+"$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' || {
+  echo "[FAIL] torch.cuda.is_available() is False: no usable CUDA GPU for torch $("$PY" -c 'import torch; print(torch.__version__)')." >&2
+  exit 2; }
+"$PY" -m grace doctor
+echo
+"$PY" -m grace.bench --workloads smoke --modes pt2-cg,grace --baseline pt2-cg \
+    --repeat "${REPEAT:-50}" --experiment smoke "$@"
+"$PY" - <<'PY'
+import json, pathlib
+root = pathlib.Path("results/raw/smoke")
+run = (root / "latest.txt").read_text().strip()
+rows = {r["mode"]: r for r in map(json.loads, (root / run / "rows.jsonl").read_text().splitlines())}
+cg, gr = rows["pt2-cg"]["iter_us"]["median"], rows["grace"]["iter_us"]["median"]
+print(f"{rows['grace']['workload']}: PT2-CG {cg:.1f} us/iter, GraCE {gr:.1f} us/iter "
+      f"(medians of {rows['grace']['repeat']}), GraCE speedup over PT2-CG {cg / gr:.2f}x")
+PY
+echo "[OK] Workload run completed."

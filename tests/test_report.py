@@ -1,0 +1,255 @@
+"""Figures 10 and 11 from a fixed run: the speedup math, failed rows, files, and missing runs.
+
+The fixture ``fixtures/bench_rows.jsonl`` is one run of 3 workloads x 6 modes, 20 samples each,
+generated deterministically: mode ``m`` (index in eager, pt2-nocg, pt2-cg, grace-cgct,
+grace-cgct-pi, grace) of a workload with base time ``B`` has
+``samples[r] = B * (1 + 0.002 * ((7 * r + 3 * m) % 20))``, a permutation of ``B * (1 + 0.002 k)``,
+so every median is ``B * 1.019`` and every speedup is exactly a ratio of bases:
+
+===================  ======  ========  ======  ==========  =============  =====
+workload             eager   pt2-nocg  pt2-cg  grace-cgct  grace-cgct-pi  grace
+===================  ======  ========  ======  ==========  =============  =====
+micro-eos            900     400       250     200         160            100
+micro-attn-numpy     300     120       error   60          40             40
+micro-item           200     80        64      100         50 mismatch    40
+===================  ======  ========  ======  ==========  =============  =====
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grace.paths import REPO_ROOT
+from grace.report import __main__ as cli
+from grace.report.figures import (ReportError, draw_figure10, draw_figure11, figure10,
+                                  figure10_cells, figure11, figure11_cells, load_run,
+                                  paired_ratios, pt2_cg_speedups, speedup_cells)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "bench_rows.jsonl"
+RUN_ID = "20261122-101500-abcd"
+
+
+@pytest.fixture
+def rows() -> list[dict]:
+    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+
+@pytest.fixture
+def results_dir(tmp_path: Path) -> Path:
+    """A results/ tree holding the fixture as the latest single_gpu run."""
+    run = tmp_path / "results" / "raw" / "single_gpu" / RUN_ID
+    run.mkdir(parents=True)
+    shutil.copy(FIXTURE, run / "rows.jsonl")
+    (run.parent / "latest.txt").write_text(RUN_ID + "\n")
+    return tmp_path / "results"
+
+
+def by_key(cells) -> dict:
+    return {(c.workload, c.mode): c for c in cells}
+
+
+def read_csv(path: Path) -> dict[tuple[str, str], dict]:
+    with open(path, newline="") as f:
+        records = list(csv.DictReader(f))
+    key = "mode" if "mode" in records[0] else "variant"
+    return {(r["workload"], r[key]): r for r in records}
+
+
+def fixture_samples(rows: list[dict], workload: str, mode: str) -> np.ndarray:
+    (row,) = [r for r in rows if r["workload"] == workload and r["mode"] == mode]
+    return np.asarray(row["samples_us"])
+
+
+# --- the math ---------------------------------------------------------------------------------
+
+
+def test_speedup_is_ratio_of_medians(rows):
+    cells = by_key(figure10_cells(rows))
+    assert cells["micro-eos", "pt2-cg"].speedup == pytest.approx(400 / 250)
+    assert cells["micro-eos", "grace"].speedup == pytest.approx(400 / 100)
+    assert cells["micro-attn-numpy", "grace"].speedup == pytest.approx(120 / 40)
+    assert cells["micro-item", "pt2-cg"].speedup == pytest.approx(80 / 64)
+    assert cells["micro-item", "grace"].speedup == pytest.approx(80 / 40)
+    assert cells["micro-eos", "grace"].median_us == pytest.approx(100 * 1.019)
+    assert cells["micro-eos", "grace"].nocg_median_us == pytest.approx(400 * 1.019)
+
+
+def test_spread_is_p10_p90_of_paired_ratios(rows):
+    cell = by_key(figure10_cells(rows))["micro-eos", "pt2-cg"]
+    ratios = fixture_samples(rows, "micro-eos", "pt2-nocg") / fixture_samples(rows, "micro-eos", "pt2-cg")
+    assert cell.p10 == pytest.approx(np.percentile(ratios, 10))
+    assert cell.p90 == pytest.approx(np.percentile(ratios, 90))
+    assert cell.p10 < cell.speedup < cell.p90
+
+
+def test_unequal_sample_counts_pair_the_common_prefix(rows):
+    assert paired_ratios([10.0, 20.0, 30.0], [5.0, 10.0]) == [2.0, 2.0]
+    for row in rows:
+        if row["workload"] == "micro-eos" and row["mode"] == "grace":
+            row["samples_us"] = row["samples_us"][:12]
+    cell = by_key(figure10_cells(rows))["micro-eos", "grace"]
+    nocg, grace = fixture_samples(rows, "micro-eos", "pt2-nocg"), fixture_samples(rows, "micro-eos", "grace")
+    assert len(cell.ratios) == 12
+    assert cell.p90 == pytest.approx(np.percentile(nocg[:12] / grace, 90))
+    assert cell.speedup == pytest.approx(np.median(nocg) / np.median(grace))
+
+
+def test_geomean_uses_only_workloads_where_both_rows_are_ok(rows):
+    fig10 = by_key(figure10_cells(rows))
+    assert fig10["geomean", "pt2-cg"].speedup == pytest.approx((1.6 * 1.25) ** 0.5)  # attn errored
+    assert fig10["geomean", "grace"].speedup == pytest.approx((4.0 * 3.0 * 2.0) ** (1 / 3))
+    fig11 = by_key(figure11_cells(rows))
+    assert fig11["geomean", "grace-cgct"].speedup == pytest.approx((2.0 * 2.0 * 0.8) ** (1 / 3))
+    assert fig11["geomean", "grace-cgct-pi"].speedup == pytest.approx((2.5 * 3.0) ** 0.5)  # mismatch out
+    assert pt2_cg_speedups(rows)["geomean"] == pytest.approx(2 ** 0.5)
+
+
+def test_geomean_spread_is_over_per_round_geomeans(rows):
+    cell = by_key(figure10_cells(rows))["geomean", "grace"]
+    ratios = np.array([fixture_samples(rows, w, "pt2-nocg") / fixture_samples(rows, w, "grace")
+                       for w in ("micro-eos", "micro-attn-numpy", "micro-item")])
+    per_round = np.exp(np.log(ratios).mean(axis=0))
+    assert cell.p10 == pytest.approx(np.percentile(per_round, 10))
+    assert cell.p90 == pytest.approx(np.percentile(per_round, 90))
+
+
+def test_missing_mode_is_absent_and_missing_baseline_is_named(rows):
+    rows = [r for r in rows if (r["workload"], r["mode"]) not in
+            {("micro-eos", "grace"), ("micro-item", "pt2-nocg")}]
+    cells = by_key(speedup_cells(rows, ["pt2-cg", "grace"]))
+    assert ("micro-eos", "grace") not in cells
+    assert cells["micro-item", "grace"].status == "no baseline"
+    assert cells["micro-item", "grace"].speedup is None
+    fig10 = by_key(figure10_cells(rows))
+    assert fig10["geomean", "grace"].speedup == pytest.approx(3.0)  # attn-numpy only
+
+
+# --- failed rows are never valid bars ---------------------------------------------------------
+
+
+def test_failed_rows_have_empty_speedups_in_the_csvs(rows, tmp_path):
+    figure10(rows, tmp_path / "figures", tmp_path / "processed")
+    figure11(rows, tmp_path / "figures", tmp_path / "processed")
+    fig10 = read_csv(tmp_path / "processed" / "figure10.csv")
+    error = fig10["micro-attn-numpy", "pt2-cg"]
+    assert error["status"] == "error"
+    assert error["speedup"] == error["speedup_p10"] == error["median_us"] == ""
+    assert float(fig10["micro-eos", "grace"]["speedup"]) == pytest.approx(4.0)
+    assert float(fig10["geomean", "pt2-cg"]["speedup"]) == pytest.approx(2 ** 0.5)
+    fig11 = read_csv(tmp_path / "processed" / "figure11.csv")
+    mismatch = fig11["micro-item", "+PI"]
+    assert mismatch["status"] == "mismatch"
+    assert mismatch["speedup"] == mismatch["p10"] == mismatch["p90"] == ""
+    assert fig11["micro-attn-numpy", "CGCT"]["pt2_cg_speedup"] == ""  # PT2-CG errored there
+    assert float(fig11["micro-item", "CGCT"]["pt2_cg_speedup"]) == pytest.approx(1.25)
+    assert {k[0] for k in fig11} == {"micro-eos", "micro-attn-numpy", "micro-item", "geomean"}
+
+
+def bar_counts(fig) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for container in fig.axes[0].containers:
+        if container.get_label() and hasattr(container, "patches"):
+            counts[container.get_label()] = counts.get(container.get_label(), 0) + len(container.patches)
+    return counts
+
+
+def texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].texts]
+
+
+def test_figure10_draws_no_bar_for_a_failed_row(rows):
+    fig = draw_figure10(rows, figure10_cells(rows))
+    assert bar_counts(fig) == {"PT2-CG": 3, "GraCE": 4}  # 3 workloads + geomean, PT2-CG errored once
+    assert "error" in texts(fig)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
+        "micro-eos", "micro-attn-numpy", "micro-item", "geomean"]
+    assert RUN_ID in fig.axes[0].get_title() and "single_gpu" in fig.axes[0].get_title()
+    assert any("20 interleaved iterations" in t.get_text() for t in fig.texts)
+
+
+def test_figure11_stacks_on_pt2_cg_and_marks_slower_variants(rows):
+    fig = draw_figure11(rows, figure11_cells(rows), pt2_cg_speedups(rows))
+    counts = bar_counts(fig)
+    assert counts["+PI"] == 3  # micro-eos, micro-attn-numpy, geomean: the mismatch is no bar
+    assert "mismatch" in texts(fig)
+    # PT2-CG bottoms: every ok variant whose workload has an ok PT2-CG row and that beats it
+    assert counts["PT2-CG"] == 3 + 1 + 3  # eos x3, item +SCG, geomean x3
+    hatched = [p for p in fig.axes[0].patches if p.get_hatch() and p.get_height() > 0]
+    assert len(hatched) == 1 and hatched[0].get_height() == pytest.approx(0.8)  # micro-item CGCT
+
+
+# --- files, loading, CLI ----------------------------------------------------------------------
+
+
+def test_figures_write_pdf_png_csv(rows, tmp_path):
+    for draw, name in ((figure10, "figure10"), (figure11, "figure11")):
+        paths = draw(rows, tmp_path / "figures", tmp_path / "processed")
+        assert paths == [tmp_path / "figures" / f"{name}.pdf", tmp_path / "figures" / f"{name}.png",
+                         tmp_path / "processed" / f"{name}.csv"]
+        assert paths[0].read_bytes().startswith(b"%PDF")
+        assert paths[1].read_bytes().startswith(b"\x89PNG")
+        assert paths[2].read_text().count("\ngeomean,") >= 2
+
+
+def test_load_run_reads_latest_or_named_run(results_dir):
+    assert len(load_run(results_dir=results_dir)) == 18
+    assert load_run("single_gpu", RUN_ID, results_dir)[0]["run_id"] == RUN_ID
+
+
+def test_load_run_without_a_run_says_so(tmp_path):
+    with pytest.raises(ReportError, match="no run of experiment 'single_gpu'.*latest.txt is missing"):
+        load_run(results_dir=tmp_path)
+    with pytest.raises(ReportError, match="no rows for run 'nope'"):
+        load_run("single_gpu", "nope", tmp_path)
+
+
+def test_load_run_names_a_bad_line(results_dir):
+    rows = results_dir / "raw" / "single_gpu" / RUN_ID / "rows.jsonl"
+    rows.write_text(rows.read_text() + "{truncated\n")
+    with pytest.raises(ReportError, match=r"rows.jsonl:19: not a JSON row"):
+        load_run(results_dir=results_dir)
+
+
+def test_cli_prints_paths_and_table(results_dir, tmp_path, capsys):
+    assert cli.main(["figure10", "--results-dir", str(results_dir),
+                     "--figures-dir", str(tmp_path / "figs")]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {tmp_path / 'figs' / 'figure10.png'}" in out
+    table = {line.split()[0]: line.split()[1:] for line in out.splitlines()[5:]}
+    assert table["micro-eos"] == ["1.60x", "4.00x"]
+    assert table["micro-attn-numpy"] == ["error", "3.00x"]
+    assert table["geomean"] == ["1.41x", "2.88x"]
+
+
+def test_cli_without_a_run_exits_2_with_one_line(tmp_path, capsys):
+    assert cli.main(["figure11", "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no run of experiment 'single_gpu'" in err
+
+
+@pytest.mark.parametrize("figure", ["figure10", "figure11"])
+def test_script_runs_the_report(figure, results_dir, tmp_path):
+    script = REPO_ROOT / "scripts" / f"generate_{figure}.sh"
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(script), "--results-dir", str(results_dir),
+                           "--figures-dir", str(tmp_path / "figs")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "figs" / f"{figure}.png").is_file()
+    assert (results_dir / "processed" / f"{figure}.csv").is_file()
+
+
+def test_report_imports_without_torch():
+    code = ("import sys, grace.report.figures, grace.report.__main__; "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr or "grace.report imported torch"
