@@ -6,12 +6,14 @@ for every ``i``, so replays never see the inputs they were captured with). It ke
 idiom its original has that trips CUDA graphs: that is what GraCE exists to fix.
 
 Adding one is one file in this package that subclasses :class:`Workload` and calls
-:func:`register`; the registry imports every module here on first use.
+:func:`register`; the registry imports every module here on first use, and also the modules
+named in ``GRACE_WORKLOAD_MODULES`` (comma-separated), for workloads kept outside GraCE.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -61,6 +63,8 @@ def _load_all() -> None:
         return
     for info in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{info.name}")
+    for module in filter(None, os.environ.get("GRACE_WORKLOAD_MODULES", "").split(",")):
+        importlib.import_module(module.strip())
     _loaded.append(True)
 
 

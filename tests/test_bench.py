@@ -1,0 +1,185 @@
+"""The benchmark runner: statistics, output checks, configs, modes, and whole runs on the CPU.
+
+Whole runs use ``--device cpu --size tiny`` (the worker, protocol, interleaving, rows and
+error handling are the same as on the GPU; only CUDA graphs and timings differ), and the
+faulty workloads in ``fixtures/faulty_workloads.py`` for the error, timeout and mismatch rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grace.bench import check, stats
+from grace.bench.configs import ConfigError, parse_config, resolve
+from grace.bench.modes import MODES, parse_modes
+from grace.bench.runner import Settings, Target, run, shard
+from grace.bench.workloads import get
+from grace.paths import CONFIGS_DIR, REPO_ROOT
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def faulty(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registers the faulty workloads here and in every worker the runner starts."""
+    monkeypatch.setenv("GRACE_WORKLOAD_MODULES", "faulty_workloads")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    import grace.bench.workloads as registry
+
+    registry._loaded.clear()  # re-run discovery with the extra module
+    import faulty_workloads  # noqa: F401  - registers on first import only
+
+    registry._loaded.append(True)
+
+
+# --- statistics and output checks -------------------------------------------------------
+
+def test_percentiles_match_numpy() -> None:
+    values = list(np.random.default_rng(0).exponential(100.0, size=101))
+    for q in (0, 10, 50, 90, 100):
+        assert stats.percentile(values, q) == pytest.approx(np.percentile(values, q))
+    assert stats.summary([3.0, 1.0, 2.0])["median"] == 2.0
+
+
+def test_compare_accepts_rounding_and_rejects_wrong_answers() -> None:
+    ref = torch.randn(1000, dtype=torch.float32)
+    err, bad = check.compare(ref + 1e-7 * torch.randn(1000), ref)
+    assert not bad and err < 1e-4
+    _, bad = check.compare(ref * 1.01, ref)
+    assert bad and "relative error" in str(bad[0])
+
+
+def test_compare_tolerance_depends_on_dtype() -> None:
+    ref = torch.randn(1000, dtype=torch.float64)
+    near = ref * (1 + 1e-6)
+    assert check.compare(near, ref)[1], "1e-6 relative error must fail in float64"
+    assert not check.compare(near.float(), ref.float())[1], "but passes in float32"
+
+
+def test_compare_rejects_nan_shape_structure_and_integer_changes() -> None:
+    ref = torch.ones(4)
+    assert check.compare(torch.tensor([1.0, float("nan"), 1.0, 1.0]), ref)[1]
+    assert check.compare(torch.ones(5), ref)[1]
+    assert check.compare((ref, ref), (ref,))[1]
+    assert check.compare(torch.tensor([1, 2]), torch.tensor([1, 3]))[1]
+    assert not check.compare({"a": [ref, 3]}, {"a": [ref.clone(), 3]})[1]
+
+
+# --- configs, modes, shards --------------------------------------------------------------
+
+def test_micro_config_names_every_micro_workload() -> None:
+    targets = parse_config(CONFIGS_DIR / "workloads_micro.txt")
+    assert {t.workload.name for t in targets} == {
+        "micro-attn-numpy", "micro-attn-cputensor", "micro-attn-float", "micro-cpu-tensor",
+        "micro-eos", "micro-mlp2", "micro-mlp16", "micro-item"}
+    assert resolve("micro")[0].workload.name == targets[0].workload.name
+    assert [t.workload.name for t in resolve("micro-eos,micro-mlp2")] == ["micro-eos", "micro-mlp2"]
+
+
+@pytest.mark.parametrize("line, message", [
+    ("micro-eos eos_like micro I", "expected 'short_name"),
+    ("nope eos_like micro I 1", "unknown workload 'nope'"),
+    ("micro-eos eos_like micro X 1", "mode must be I or T"),
+    ("micro-eos other_model micro I 1", "registered as"),
+    ("micro-eos eos_like micro I -3", "positive integer"),
+])
+def test_bad_config_lines_are_named(tmp_path: Path, line: str, message: str) -> None:
+    config = tmp_path / "bad.txt"
+    config.write_text("# header\n" + line + "\n")
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_config(config)
+    assert f"{config}:2" in str(info.value)
+
+
+def test_modes_keep_baselines_stock_and_switch_grace_variants() -> None:
+    for name in ("eager", "pt2-nocg", "pt2-cg"):
+        assert MODES[name].env == {"GRACE_DISABLE": "1"}
+    assert MODES["grace-cgct"].env["GRACE_PI"] == "0" and MODES["grace-cgct"].env["GRACE_CGCT"] == "1"
+    assert {MODES["grace"].env[k] for k in ("GRACE_CGCT", "GRACE_PI", "GRACE_SCG")} == {"1"}
+    assert not MODES["pt2-nocg"].uses_cuda_graphs and MODES["pt2-cg"].uses_cuda_graphs
+    with pytest.raises(ValueError, match="unknown mode"):
+        parse_modes("pt2-cg,fast")
+
+
+def test_shards_partition_the_targets() -> None:
+    targets = resolve("micro")
+    parts = [shard(targets, i, 3) for i in (1, 2, 3)]
+    names = sorted(t.workload.name for part in parts for t in part)
+    assert names == sorted(t.workload.name for t in targets)
+    with pytest.raises(ValueError):
+        shard(targets, 4, 3)
+
+
+# --- whole runs on the CPU ---------------------------------------------------------------
+
+def _run(tmp_path: Path, names: list[str], modes: str, repeat: int = 4, timeout: float = 240.0) -> list[dict]:
+    settings = Settings(experiment="cpu_test", run_id="r1", repeat=repeat, warmup=2, chunk=2,
+                        timeout_s=timeout, device="cpu", size="tiny", results_dir=tmp_path)
+    out = run(settings, [Target(get(n), get(n).batch_size) for n in names], parse_modes(modes))
+    assert (tmp_path / "raw" / "cpu_test" / "latest.txt").read_text().strip() == "r1"
+    return [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_run_writes_one_checked_row_per_mode(tmp_path: Path) -> None:
+    rows = _run(tmp_path, ["micro-mlp2"], "eager,pt2-nocg")
+    assert [(r["workload"], r["mode"], r["status"]) for r in rows] == [
+        ("micro-mlp2", "eager", "ok"), ("micro-mlp2", "pt2-nocg", "ok")]
+    nocg = rows[1]
+    assert len(nocg["samples_us"]) == 4 and nocg["iter_us"]["p10"] <= nocg["iter_us"]["median"] <= nocg["iter_us"]["p90"]
+    assert nocg["check"]["ok"] and nocg["check"]["checked"] == 4
+    assert nocg["compile_s"] > 0 and rows[0]["compile_s"] is None
+    for key in ("machine", "versions", "command"):
+        assert nocg[key]
+    assert nocg["versions"]["torch"].startswith("2.11.0")
+
+
+@pytest.mark.slow
+def test_failures_become_rows_and_the_run_goes_on(tmp_path: Path, faulty: None) -> None:
+    rows = _run(tmp_path, ["test-crash", "test-drift", "test-hang", "test-train"], "pt2-nocg", timeout=60)
+    by_name = {r["workload"]: r for r in rows}
+    assert by_name["test-crash"]["status"] == "error"
+    assert "this model cannot be built" in by_name["test-crash"]["error"]
+    assert by_name["test-drift"]["status"] == "mismatch"
+    assert "outputs differ from eager" in by_name["test-drift"]["error"]
+    assert by_name["test-drift"]["samples_us"], "a mismatch still reports its timings"
+    assert by_name["test-hang"]["status"] == "timeout"
+    assert by_name["test-train"]["status"] == "ok", by_name["test-train"]["error"]
+    assert by_name["test-train"]["check"]["checked"] == 4
+
+
+def test_cli_without_gpu_says_so_in_one_line() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    proc = subprocess.run([sys.executable, "-m", "grace.bench", "--workloads", "micro-eos", "--repeat", "2"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "no NVIDIA GPU" in proc.stderr
+
+
+def test_cli_rejects_bad_arguments_clearly() -> None:
+    proc = subprocess.run([sys.executable, "-m", "grace.bench", "--workloads", "nope", "--device", "cpu"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 2 and "unknown workload 'nope'" in proc.stderr
+
+
+def test_smoke_script_without_gpu_fails_in_one_clear_line() -> None:
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has nvidia-smi")
+    proc = subprocess.run(["bash", "scripts/smoke_test.sh"], capture_output=True, text=True, cwd=REPO_ROOT,
+                          timeout=60)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        "[FAIL] No NVIDIA GPU found (nvidia-smi is missing or sees no device): "
+        "GraCE's benchmarks need a CUDA GPU."]
+    assert "[OK]" not in proc.stdout

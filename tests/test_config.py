@@ -1,0 +1,50 @@
+"""GraCE's switches: on by default, settable from Python and from the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from grace.paths import REPO_ROOT
+
+PRINT = "import json, grace.config as c; print(json.dumps({s: getattr(c, s) for s in ('cgct', 'pi', 'scg')}))"
+
+
+def _switches(**env: str) -> dict:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
+    proc = subprocess.run([sys.executable, "-c", PRINT], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={**clean, **env}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_all_switches_default_on() -> None:
+    assert _switches() == {"cgct": True, "pi": True, "scg": True}
+
+
+@pytest.mark.parametrize("name", ["cgct", "pi", "scg"])
+def test_environment_turns_one_switch_off(name: str) -> None:
+    switches = _switches(**{f"GRACE_{name.upper()}": "0"})
+    assert switches == {s: s != name for s in ("cgct", "pi", "scg")}
+
+
+def test_python_patch_is_scoped() -> None:
+    import grace.config as config
+
+    with config.patch(scg=False, pi=False):
+        assert (config.cgct, config.pi, config.scg) == (True, False, False)
+    assert (config.pi, config.scg) == (True, True)
+
+
+def test_log_level_from_environment() -> None:
+    code = "import logging, grace.log as l; print(l.get_logger().level)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={**os.environ, "GRACE_LOGS": "+grace"}, timeout=60)
+    assert proc.stdout.strip() == "10"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={**os.environ, "GRACE_LOGS": "loud"}, timeout=60)
+    assert proc.stdout.strip() == "30" and "GRACE_LOGS='loud'" in proc.stderr

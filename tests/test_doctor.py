@@ -1,0 +1,52 @@
+"""``python -m grace doctor`` and ``setup``: what users see when things are right and wrong."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grace.paths import REPO_ROOT
+
+
+def _doctor(cache: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grace", "doctor"], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=120, env={**os.environ, "GRACE_CACHE_DIR": str(cache), **env})
+
+
+def test_doctor_reports_versions_patches_and_switches(tmp_path: Path) -> None:
+    from grace.patching import overlay
+    from grace.patching.series import load_series
+    from grace.versions import pins
+
+    built = overlay.build(load_series(), pins().upstream_sha256, {"torch": "2.11.0", "triton": "3.6.0"},
+                          root=tmp_path / "overlay")
+    proc = _doctor(tmp_path, GRACE_SCG="0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "torch      2.11.0" in out and "(pinned 2.11.0)" in out and "triton     3.6.0" in out
+    assert f"in overlay {built.path}" in out
+    assert "switches   on: cgct, pi; off: scg" in out
+    assert "gpu " in out
+
+
+def test_doctor_without_setup_says_what_to_do(tmp_path: Path) -> None:
+    proc = _doctor(tmp_path)
+    assert proc.returncode == 1
+    assert "no overlay (run make setup)" in proc.stdout
+
+
+def test_setup_refuses_other_versions_naming_the_pins(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    import grace.versions as versions
+    from grace.cli import main
+
+    monkeypatch.setenv("GRACE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(versions, "installed_version", lambda d: {"torch": "2.9.1", "triton": "3.6.0"}[d])
+    assert main(["setup"]) == 2
+    err = capsys.readouterr().err
+    assert "torch 2.9.1 is installed" in err and "torch==2.11.0" in err and "triton==3.6.0" in err
+    assert not (tmp_path / "overlay").exists(), "a refused setup must change nothing"
