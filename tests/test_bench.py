@@ -124,7 +124,8 @@ def test_shards_partition_the_targets() -> None:
 
 def _run(tmp_path: Path, names: list[str], modes: str, repeat: int = 4, timeout: float = 240.0) -> list[dict]:
     settings = Settings(experiment="cpu_test", run_id="r1", repeat=repeat, warmup=2, chunk=2,
-                        timeout_s=timeout, device="cpu", size="tiny", results_dir=tmp_path)
+                        timeout_s=timeout, device="cpu", size="tiny", results_dir=tmp_path,
+                        pin_cpu=max(os.sched_getaffinity(0)))
     out = run(settings, [Target(get(n), get(n).batch_size) for n in names], parse_modes(modes))
     assert (tmp_path / "raw" / "cpu_test" / "latest.txt").read_text().strip() == "r1"
     return [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
@@ -139,6 +140,7 @@ def test_run_writes_one_checked_row_per_mode(tmp_path: Path) -> None:
     assert len(nocg["samples_us"]) == 4 and nocg["iter_us"]["p10"] <= nocg["iter_us"]["median"] <= nocg["iter_us"]["p90"]
     assert nocg["check"]["ok"] and nocg["check"]["checked"] == 4
     assert nocg["compile_s"] > 0 and rows[0]["compile_s"] is None
+    assert nocg["pinned_cpu"] == max(os.sched_getaffinity(0))
     for key in ("machine", "versions", "command"):
         assert nocg[key]
     assert nocg["versions"]["torch"].startswith("2.11.0")
@@ -183,3 +185,14 @@ def test_smoke_script_without_gpu_fails_in_one_clear_line() -> None:
         "[FAIL] No NVIDIA GPU found (nvidia-smi is missing or sees no device): "
         "GraCE's benchmarks need a CUDA GPU."]
     assert "[OK]" not in proc.stdout
+
+
+def test_pin_cpu_choices() -> None:
+    from grace.bench.__main__ import parse_pin
+
+    allowed = sorted(os.sched_getaffinity(0))
+    assert parse_pin("auto") == allowed[-1]
+    assert parse_pin("none") == -1
+    assert parse_pin(str(allowed[0])) == allowed[0]
+    with pytest.raises(ValueError, match="not one of"):
+        parse_pin("9999")

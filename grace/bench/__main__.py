@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from grace.bench import results
@@ -20,6 +21,17 @@ def parse_shard(spec: str) -> tuple[int, int]:
     if not 1 <= i <= n:
         raise argparse.ArgumentTypeError(f"--shard {spec}: need 1 <= i <= n")
     return i, n
+
+
+def parse_pin(spec: str) -> int:
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if spec == "none" or not allowed:
+        return -1
+    if spec == "auto":
+        return allowed[-1]
+    if not spec.isdigit() or int(spec) not in allowed:
+        raise ValueError(f"--pin-cpu {spec}: not one of this process's cores {allowed}")
+    return int(spec)
 
 
 def gpu_problem(device: str) -> str | None:
@@ -62,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", default=None, help="share one run id across shards")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (runner tests only)")
     parser.add_argument("--size", default="full", choices=["full", "tiny"], help="tiny: CPU-test sizes")
+    parser.add_argument("--pin-cpu", default="auto",
+                        help="core for every worker's timing thread: auto (the last allowed core), none, or N")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
@@ -80,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"grace.bench: {problem}", file=sys.stderr)
         return 2
-    settings = Settings(experiment=args.experiment, run_id=args.run_id or results.new_run_id(),
+    try:
+        pin_cpu = parse_pin(args.pin_cpu)
+    except ValueError as e:
+        print(f"grace.bench: {e}", file=sys.stderr)
+        return 2
+    settings = Settings(experiment=args.experiment, pin_cpu=pin_cpu, run_id=args.run_id or results.new_run_id(),
                         repeat=args.repeat, warmup=args.warmup, chunk=args.chunk,
                         timeout_s=args.timeout, device=args.device, size=args.size)
     out_dir = run(settings, targets, modes)

@@ -7,7 +7,8 @@ from round to round, so drift (clocks, temperature, other tenants) hits all mode
 the ``r``-th samples of two modes are a fair pair. A worker that crashes, or outlives the
 per-case timeout, is killed and becomes an error row with the reason and its log's tail; the
 others go on. The limit applies to each phase of a case: compiling and warming up, then
-the timed rounds.
+the timed rounds. Every worker's timing thread runs on the same core once timing starts, so
+no mode is luckier than another in where the scheduler puts it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Settings:
     timeout_s: float = 300.0
     device: str = "cuda"
     size: str = "full"
+    pin_cpu: int = -1  # every worker's timing thread on this core (-1: unpinned)
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -142,7 +144,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "workload": wl.name, "model": wl.model, "suite": wl.suite, "kind": wl.kind,
         "batch_size": target.batch_size, "idiom": wl.idiom, "mode": mode.name,
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
-        "warmup": settings.warmup, "status": "error", "error": None,
+        "warmup": settings.warmup, "pinned_cpu": settings.pin_cpu, "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
         "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None,
         "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
@@ -153,7 +155,7 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
     log_path = out_dir / "logs" / f"{target.workload.name}.{mode.name}.log"
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
            "--mode", mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
-           "--device", settings.device, "--size", settings.size]
+           "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu)]
     with open(log_path, "w") as log_file:
         process = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,

@@ -213,9 +213,14 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
     with SkipLog() as skips:
         compile_s = case.warm_up(args.warmup)
     send({"event": "ready", "compile_s": compile_s if case.mode.compiled else None})
+    pinned = False
     for line in sys.stdin:
         command = json.loads(line)
         if command["cmd"] == "run":
+            if not pinned and args.pin_cpu >= 0:
+                # Only this (the timing) thread: compile workers and thread pools stay free.
+                os.sched_setaffinity(0, {args.pin_cpu})
+                pinned = True
             send({"event": "samples", "us": [case.timed(s) for s in command["samples"]]})
         elif command["cmd"] == "finish":
             send({"event": "summary", **case.summary(skips)})
@@ -232,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--size", default="full", choices=["full", "tiny"])
+    parser.add_argument("--pin-cpu", type=int, default=-1, help="core for the timing thread; -1: none")
     args = parser.parse_args(argv)
     proto = _protocol_stream()
     try:
