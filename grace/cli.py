@@ -53,6 +53,18 @@ def _doctor(args: argparse.Namespace) -> int:
     return main()
 
 
+def _cache(args: argparse.Namespace) -> int:
+    from grace.scg import cache
+
+    if args.action == "clear":
+        print(f"grace cache: removed {cache.clear()} SCG decision(s) from {cache.root()}")
+    else:
+        stored = cache.entries()
+        print(f"{len(stored)} SCG decision(s) in {cache.root()}"
+              + ("" if cache.enabled() else " (GRACE_SCG_CACHE=0: not used)"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grace", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("patches", help="list the patch series")
     p.add_argument("--check", action="store_true", help="dry-run: check every hunk applies")
     p.set_defaults(fn=_patches)
+    c = sub.add_parser("cache", help="SCG's on-disk decisions")
+    c.add_argument("action", choices=["list", "clear"])
+    c.set_defaults(fn=_cache)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from grace.bench import check, stats
+from grace import stats
+from grace.bench import check
 from grace.bench.configs import ConfigError, parse_config, resolve
 from grace.bench.modes import MODES, parse_modes
 from grace.bench.runner import Settings, Target, run, shard

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from grace.bench import results
 from grace.bench.modes import Mode
 from grace.bench.progress import Progress
-from grace.bench.stats import summary
+from grace.stats import summary
 from grace.bench.workloads import Workload
 from grace.log import get_logger
 from grace.paths import REPO_ROOT

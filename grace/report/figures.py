@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
-from grace.bench.stats import percentile
+from grace.stats import percentile
 from grace.paths import FIGURES_DIR, RESULTS_DIR
 
 log = logging.getLogger("grace.report")

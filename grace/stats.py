@@ -1,4 +1,5 @@
-"""Order statistics for timing samples (no numpy needed)."""
+"""Order statistics for timing samples (no numpy needed): used by the benchmark, the
+reports and SCG's profiling."""
 
 from __future__ import annotations
 

@@ -1,0 +1,57 @@
+"""Choosing among no graph, graph, and graph with parameter indirection, from trial timings.
+
+The choices are ordered from simplest to most involved. The simplest is the incumbent, and a
+more involved choice replaces it only when its median is faster by more than ``margin``: a tie
+within noise keeps the simpler mechanism, which has less that can go wrong on replay.
+
+Trials interleave the choices (:func:`schedule`), so drift during profiling hits all alike.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from grace.stats import percentile
+
+DEFAULT_MARGIN = 0.03
+
+
+class Choice(enum.Enum):
+    NO_GRAPH = "no-graph"  # run the partition's compiled code directly, between neighbours' replays
+    GRAPH = "graph"  # a CUDA graph with input copies, as PT2-CG records it
+    GRAPH_PI = "graph-pi"  # a CUDA graph whose external inputs are reached through pointers
+
+
+SIMPLICITY: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI)
+
+
+@dataclass(frozen=True)
+class Decision:
+    choice: Choice
+    medians_us: dict[Choice, float]
+    reason: str
+
+
+def schedule(choices: list[Choice], trials: int) -> list[Choice]:
+    """The order in which to run trials: every choice once per round, rotating the start."""
+    if not choices:
+        raise ValueError("nothing to profile")
+    order = [c for c in SIMPLICITY if c in choices]
+    return [order[(r + i) % len(order)] for r in range(trials) for i in range(len(order))]
+
+
+def decide(samples_us: dict[Choice, list[float]], margin: float = DEFAULT_MARGIN) -> Decision:
+    """The fastest choice by median, unless a simpler one is within ``margin`` of it."""
+    if not samples_us or any(not v for v in samples_us.values()):
+        raise ValueError("every profiled choice needs at least one sample")
+    if not 0.0 <= margin < 1.0:
+        raise ValueError(f"margin must be in [0, 1), got {margin}")
+    medians = {c: percentile(v, 50) for c, v in samples_us.items()}
+    ordered = [c for c in SIMPLICITY if c in medians]
+    best = ordered[0]
+    for candidate in ordered[1:]:
+        if medians[candidate] < medians[best] * (1.0 - margin):
+            best = candidate
+    summary = ", ".join(f"{c.value} {medians[c]:.1f} us" for c in ordered)
+    return Decision(best, medians, f"{best.value} (medians: {summary}; margin {margin:.0%})")
