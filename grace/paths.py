@@ -7,6 +7,7 @@ pins are read from the checkout itself: one source of truth, no copies in site-p
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -26,3 +27,15 @@ def cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "grace"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path``'s content in one step: a concurrent reader sees the old or the new file."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from grace import __version__
-from grace.paths import REPO_ROOT, RESULTS_DIR
+from grace.paths import REPO_ROOT, RESULTS_DIR, write_atomic
 from grace.versions import installed_version
 
 
@@ -45,10 +45,7 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
 
 
 def mark_latest(experiment: str, run_id: str, results: Path = RESULTS_DIR) -> None:
-    latest = results / "raw" / experiment / "latest.txt"
-    tmp = latest.with_suffix(".tmp")
-    tmp.write_text(run_id + "\n")
-    os.replace(tmp, latest)
+    write_atomic(results / "raw" / experiment / "latest.txt", run_id + "\n")
 
 
 @cache

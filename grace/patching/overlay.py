@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grace.paths import cache_dir
+from grace.paths import cache_dir, write_atomic
 from grace.patching.series import SeriesEntry
 from grace.patching.unidiff import HunkFailure, apply_file
 
@@ -138,7 +138,7 @@ def build(series: list[SeriesEntry], pinned_sha: dict[str, str], versions: dict[
             os.replace(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    _write_atomic(root / CURRENT, json.dumps({"key": key}))
+    write_atomic(root / CURRENT, json.dumps({"key": key}))
     return Overlay(target, manifest)
 
 
@@ -151,10 +151,3 @@ def current(root: Path | None = None) -> Overlay | None:
         return Overlay(path, json.loads((path / MANIFEST).read_text()))
     except (OSError, ValueError, KeyError):
         return None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -14,12 +14,11 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grace.log import get_logger
-from grace.paths import cache_dir
+from grace.paths import cache_dir, write_atomic
 from grace.scg.choose import Choice, Decision
 
 log = get_logger("grace.scg")
@@ -87,11 +86,8 @@ def store(key: DecisionKey, decision: Decision, directory: Path | None = None) -
     payload = {"format": FORMAT, "key": key.as_json(), "choice": decision.choice.value,
                "medians_us": {c.value: t for c, t in decision.medians_us.items()},
                "reason": decision.reason}
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=1, sort_keys=True)
     path = directory / f"{key.digest()}.json"
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(payload, indent=1, sort_keys=True))
     return path
 
 
