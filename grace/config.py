@@ -31,5 +31,13 @@ pi: bool = Config(default=True, env_name_force="GRACE_PI")
 # no graph, graph, graph with PI.
 scg: bool = Config(default=True, env_name_force="GRACE_SCG")
 
+# How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved
+# rounds, timed calls per choice per round; and the margin by which a more involved choice must
+# beat a simpler one's median to replace it (grace.scg.choose).
+scg_warmup: int = 3
+scg_rounds: int = 5
+scg_calls: int = 10
+scg_margin: float = 0.03
+
 
 install_config_module(sys.modules[__name__])

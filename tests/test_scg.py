@@ -45,7 +45,7 @@ def test_schedule_interleaves_and_rotates() -> None:
 
 
 def _key(**changes: object) -> cache.DecisionKey:
-    fields = dict(code_sha256="ab" * 32, inputs=(((1024,), "torch.float64", (1,)),), gpu="NVIDIA H100 80GB HBM3",
+    fields = dict(code_sha256="ab" * 32, inputs=(((1024,), "torch.float64", (1,), "copied"),), gpu="NVIDIA H100 80GB HBM3",
                   driver="580.159.04", torch="2.11.0+cu130", triton="3.6.0", grace="0.1.0")
     fields.update(changes)
     return cache.DecisionKey(**fields)  # type: ignore[arg-type]
@@ -61,8 +61,9 @@ def test_store_then_load_round_trips(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("change", [
-    {"code_sha256": "cd" * 32}, {"inputs": (((2048,), "torch.float64", (1,)),)},
-    {"inputs": (((1024,), "torch.float32", (1,)),)}, {"inputs": (((1024,), "torch.float64", (2,)),)},
+    {"code_sha256": "cd" * 32}, {"inputs": (((2048,), "torch.float64", (1,), "copied"),)},
+    {"inputs": (((1024,), "torch.float64", (1,), "static"),)},
+    {"inputs": (((1024,), "torch.float32", (1,), "copied"),)}, {"inputs": (((1024,), "torch.float64", (2,), "copied"),)},
     {"gpu": "NVIDIA H200"}, {"driver": "575.57.08"}, {"torch": "2.10.0"}, {"triton": "3.5.0"}, {"grace": "0.2.0"},
 ])
 def test_every_key_field_matters(tmp_path: Path, change: dict) -> None:
@@ -79,13 +80,13 @@ def test_corrupt_and_foreign_files_are_ignored_with_a_warning(tmp_path: Path, ca
         path.write_text(path.read_text()[:20])
         assert cache.load(key, tmp_path) is None
         assert "unreadable" in caplog.text
-        foreign = {"format": 1, "key": _key(gpu="other").as_json(), "choice": "graph",
+        foreign = {"format": cache.FORMAT, "key": _key(gpu="other").as_json(), "choice": "graph",
                    "medians_us": {"graph": 1.0}, "reason": "x"}
         path.write_text(json.dumps(foreign))
         caplog.clear()
         assert cache.load(key, tmp_path) is None
         assert "another graph, machine or version" in caplog.text
-        path.write_text(json.dumps({"format": 1, "key": key.as_json(), "choice": "sometimes"}))
+        path.write_text(json.dumps({"format": cache.FORMAT, "key": key.as_json(), "choice": "sometimes"}))
         assert cache.load(key, tmp_path) is None
     finally:
         logger.removeHandler(caplog.handler)
@@ -109,3 +110,128 @@ def test_cli_cache_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert main(["cache", "list"]) == 0 and "1 SCG decision(s)" in capsys.readouterr().out
     assert main(["cache", "clear"]) == 0 and "removed 1" in capsys.readouterr().out
     assert cache.entries() == []
+
+
+# --- candidates: what SCG reads from Inductor's generated code -------------------------------
+
+GENERATED = '''
+# kernel path: /tmp/torchinductor_a/xy/cxyz.py
+triton_poi_fused_mul_relu_0 = async_compile.triton('triton_poi_fused_mul_relu_0', """...""")
+
+def partition_0(args):
+    primals_1, primals_2, primals_3 = args
+    args.clear()
+    with torch.cuda._DeviceGuard(0):
+        buf0 = empty_strided_cuda((16, 64), (64, 1), torch.float32)
+        extern_kernels.addmm(primals_2, primals_3, reinterpret_tensor(primals_1, (64, 64), (1, 64), 0), alpha=1, beta=1, out=buf0)
+        stream0 = get_raw_stream(0)
+        triton_poi_fused_mul_relu_0.run(buf0, 1024, stream=stream0)
+        buf1 = torch.ops.aten._scaled_dot_product_efficient_attention.default(buf0, buf0, buf0, None, False)
+        triton_poi_fused_mul_relu_0.run(buf0, 1024, stream=stream0)
+    return (buf0, )
+'''
+
+
+def test_kernels_called_in_launch_order_without_repeats() -> None:
+    from grace.scg.candidate import kernels_called
+
+    assert kernels_called(GENERATED) == ("addmm", "triton_poi_fused_mul_relu_0",
+                                         "aten._scaled_dot_product_efficient_attention")
+
+
+def test_code_digest_ignores_cache_paths_but_not_code_or_function() -> None:
+    from grace.scg.candidate import code_digest
+
+    moved = GENERATED.replace("/tmp/torchinductor_a/xy/cxyz.py", "/home/u/.cache/ind/xy/cxyz.py")
+    assert code_digest(GENERATED, "partition_0") == code_digest(moved, "partition_0")
+    assert code_digest(GENERATED, "partition_0") != code_digest(GENERATED, "partition_1")
+    assert code_digest(GENERATED, "partition_0") != code_digest(GENERATED.replace("1024", "2048"), "partition_0")
+
+
+def test_describe_assigns_input_roles_and_copied_bytes(tmp_path: Path) -> None:
+    import importlib.util
+
+    import torch
+
+    from grace.scg.candidate import describe
+
+    module_file = tmp_path / "generated.py"
+    module_file.write_text("import torch\n\ndef _triton(*a):\n    return a\n" + GENERATED.replace("async_compile.triton", "_triton"))
+    spec = importlib.util.spec_from_file_location("generated_for_test", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    managed = torch.zeros(3)
+    inputs = [torch.zeros(16, 64), torch.zeros(64), managed, 7]
+    cand = describe(module.partition_0, "forward", inputs, static_input_idxs=[1],
+                    is_managed=lambda t: t is managed)
+    assert cand.name == "partition_0" and cand.mode == "forward"
+    assert [i.role for i in cand.inputs] == ["copied", "static", "managed", "scalar"]
+    assert cand.copied_bytes == 16 * 64 * 4 and cand.copied_inputs == 1
+    assert cand.code_sha256 is not None and "addmm" in cand.kernels
+    assert describe(len, "inference", [], [], lambda t: False).code_sha256 is None  # a builtin: no source
+
+
+# --- profiling: interleaved, synchronized, warm-up untimed ----------------------------------
+
+def test_time_choices_interleaves_and_times_each_call() -> None:
+    from grace.scg.profile import ProfileSettings, time_choices
+
+    now = [0.0]
+    trace: list[str] = []
+    cost = {N: 40e-6, G: 80e-6}
+
+    def runner(choice: Choice):
+        def run() -> None:
+            trace.append(choice.value)
+            now[0] += cost[choice]
+        return run
+
+    syncs = []
+    samples = time_choices({G: runner(G), N: runner(N)}, sync=lambda: syncs.append(1),
+                           settings=ProfileSettings(warmup=2, rounds=2, calls=3), clock=lambda: now[0])
+    assert samples[N] == pytest.approx([40.0] * 6) and samples[G] == pytest.approx([80.0] * 6)
+    timed = trace[4:]  # after two untimed calls of each
+    assert timed == ["no-graph"] * 3 + ["graph"] * 3 + ["graph"] * 3 + ["no-graph"] * 3
+    assert len(syncs) == 2 * 12  # before and after every timed call
+    assert decide(samples).choice is N
+
+
+def test_profile_settings_are_validated() -> None:
+    from grace.scg.profile import ProfileSettings
+
+    with pytest.raises(ValueError):
+        ProfileSettings(warmup=1)  # a graph records on its second call: it must not be timed
+    with pytest.raises(ValueError):
+        ProfileSettings(rounds=0)
+
+
+# --- the report (Table 4) --------------------------------------------------------------------
+
+def _rec(name: str, choice: str, source: str = "profiled", **kw: object):
+    from grace.scg.report import GraphRecord
+
+    return GraphRecord(name=name, mode="inference", kernels=["k0", "k1"], copied_inputs=1, copied_bytes=8192,
+                       choice=choice, source=source, reason="r", medians_us={"no-graph": 40.0, "graph": 78.0},
+                       profile_s=0.5, **kw)
+
+
+def test_report_summarizes_writes_and_reloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grace.scg import report
+
+    target = tmp_path / "sub" / "scg.json"
+    monkeypatch.setenv("GRACE_SCG_REPORT", str(target))
+    report.reset()
+    try:
+        report.add(_rec("partition_0", "no-graph"))
+        report.add(_rec("partition_1", "graph", source="cache"))
+        report.add(_rec("partition_2", "graph", source="fallback"))
+        summary = json.loads(target.read_text())["summary"]
+        assert summary == {"total": 3, "enabled": 2, "disabled": 1, "with_pi": 0, "profiled": 1,
+                           "from_cache": 1, "fallbacks": 1, "profile_s": 1.5}
+        assert [r.name for r in report.load(target)] == ["partition_0", "partition_1", "partition_2"]
+        table = report.format_table(report.records())
+        assert "partition_0" in table and "disabled 1" in table and "78.0" in table
+        with pytest.raises(ValueError):
+            report.add(_rec("x", "graph", source="guess"))
+    finally:
+        report.reset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from grace.bench import results
 from grace.bench.configs import ConfigError, resolve
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="full", choices=["full", "tiny"], help="tiny: CPU-test sizes")
     parser.add_argument("--pin-cpu", default="auto",
                         help="core for every worker's timing thread: auto (the last allowed core), none, or N")
+    parser.add_argument("--scg-cache", type=Path, default=None,
+                        help="SCG decision cache to use (default: a fresh one in the run directory); "
+                             "point it at an earlier run's scg-cache to measure a second run")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
@@ -101,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     settings = Settings(experiment=args.experiment, pin_cpu=pin_cpu, run_id=args.run_id or results.new_run_id(),
                         repeat=args.repeat, warmup=args.warmup, chunk=args.chunk,
-                        timeout_s=args.timeout, device=args.device, size=args.size)
+                        timeout_s=args.timeout, device=args.device, size=args.size,
+                        scg_cache=args.scg_cache.resolve() if args.scg_cache else None)
     out_dir = run(settings, targets, modes)
     import json
 

@@ -49,6 +49,7 @@ class Settings:
     device: str = "cuda"
     size: str = "full"
     pin_cpu: int = -1  # every worker's timing thread on this core (-1: unpinned)
+    scg_cache: Path | None = None  # SCG decision cache; None: a fresh one in the run directory
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -121,7 +122,8 @@ def _tail(path: Path, lines: int = 6) -> str:
         return "(no log)"
 
 
-def worker_env(mode: Mode, cache_root: Path) -> dict[str, str]:
+def worker_env(mode: Mode, cache_root: Path, scg_cache: Path | None = None,
+               scg_report: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(mode.env)
     env["PYTHONUNBUFFERED"] = "1"
@@ -134,6 +136,12 @@ def worker_env(mode: Mode, cache_root: Path) -> dict[str, str]:
     env["TRITON_CACHE_DIR"] = str(cache_root / "triton")
     env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
     env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
+    # SCG's decisions: by default a cache that starts empty with the run, so the run measures
+    # profiling; pointing a later run at it (--scg-cache) measures a second run of the program.
+    if scg_cache is not None:
+        env["GRACE_SCG_CACHE_DIR"] = str(scg_cache)
+    if scg_report is not None:
+        env["GRACE_SCG_REPORT"] = str(scg_report)
     return env
 
 
@@ -146,7 +154,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
         "warmup": settings.warmup, "pinned_cpu": settings.pin_cpu, "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
-        "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None,
+        "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None,
         "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
     }
 
@@ -156,10 +164,13 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
            "--mode", mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
            "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu)]
+    scg_cache = settings.scg_cache or out_dir / "scg-cache"
+    scg_report = out_dir / "scg" / f"{target.workload.name}.{mode.name}.json"
+    scg_report.parent.mkdir(exist_ok=True)
     with open(log_path, "w") as log_file:
         process = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
-            env=worker_env(mode, scratch), cwd=REPO_ROOT)
+            env=worker_env(mode, scratch, scg_cache, scg_report), cwd=REPO_ROOT)
     return Worker(mode, process, log_path, time.monotonic() + settings.timeout_s,
                   base_row(settings, target, mode))
 
@@ -217,7 +228,7 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
 
 def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     row = worker.row
-    for key in ("peak_replay_mem_bytes", "cuda_graphs", "cudagraph_skips", "partition_reasons", "check"):
+    for key in ("peak_replay_mem_bytes", "cuda_graphs", "cudagraph_skips", "partition_reasons", "check", "scg"):
         row[key] = message[key]
     row["samples_us"] = worker.samples
     row["iter_us"] = summary(worker.samples)

@@ -158,7 +158,13 @@ class Case:
                 self.mismatches.append(f"sample {sample}: {m}")
 
     def summary(self, skips: SkipLog) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        from grace.scg import report
+
+        scg = report.records()
         return {
+            "scg": {"summary": report.summarize(scg), "graphs": [asdict(r) for r in scg]} if scg else None,
             "peak_replay_mem_bytes": self.peak_mem if self.cuda else None,
             "cuda_graphs": count_cuda_graphs() if self.cuda else 0,
             "cudagraph_skips": skips.skips,

@@ -1,9 +1,10 @@
 """SCG decisions on disk, so the second run of a program skips profiling.
 
-One JSON file per decision under ``$GRACE_CACHE_DIR/scg/``, named by the digest of its key.
-The key is everything the measurement depends on: the graph's generated code, its inputs'
-shapes, dtypes and strides, the GPU model, the driver, and the torch, triton and grace
-versions. A file is trusted only if it parses, has this format version, and stores exactly
+One JSON file per decision under ``$GRACE_CACHE_DIR/scg/`` (``GRACE_SCG_CACHE_DIR`` moves it),
+named by the digest of its key. The key is everything the measurement depends on: the graph's
+generated code, its inputs' shapes, dtypes, strides and roles (a static input costs nothing per
+replay, a copied one costs its bytes), the GPU model, the driver, and the torch, triton and
+grace versions. A file is trusted only if it parses, has this format version, and stores exactly
 the key asked for; anything else (corrupt, truncated, copied from another machine or version)
 is ignored with a warning and profiling runs again. ``GRACE_SCG_CACHE=0`` turns the cache off.
 """
@@ -23,13 +24,16 @@ from grace.scg.choose import Choice, Decision
 
 log = get_logger("grace.scg")
 
-FORMAT = 1
+FORMAT = 2
+
+# (shape, dtype, stride, role) of one input; role is one of grace.scg.candidate.ROLES
+InputSignature = tuple[tuple[int, ...], str, tuple[int, ...], str]
 
 
 @dataclass(frozen=True)
 class DecisionKey:
     code_sha256: str
-    inputs: tuple[tuple[tuple[int, ...], str, tuple[int, ...]], ...]  # (shape, dtype, stride) per input
+    inputs: tuple[InputSignature, ...]
     gpu: str
     driver: str
     torch: str
@@ -38,7 +42,7 @@ class DecisionKey:
 
     def as_json(self) -> dict:
         data = asdict(self)
-        data["inputs"] = [[list(shape), dtype, list(stride)] for shape, dtype, stride in self.inputs]
+        data["inputs"] = [[list(shape), dtype, list(stride), role] for shape, dtype, stride, role in self.inputs]
         return data
 
     def digest(self) -> str:
@@ -50,7 +54,8 @@ def enabled() -> bool:
 
 
 def root() -> Path:
-    return cache_dir() / "scg"
+    env = os.environ.get("GRACE_SCG_CACHE_DIR")
+    return Path(env) if env else cache_dir() / "scg"
 
 
 def load(key: DecisionKey, directory: Path | None = None) -> Decision | None:

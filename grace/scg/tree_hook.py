@@ -1,0 +1,186 @@
+"""SCG inside CUDA graph trees: whether a function about to be recorded gets a CUDA graph at all.
+
+Hook point (``patches/scg/0001-scg-hook-points.patch``): where
+``CUDAGraphTreeManager._run`` is about to record a function, it asks
+:func:`keep_out_of_graph`. On True the manager adds the function to its
+``grace_no_graph_functions`` and from then on calls its compiled code directly; on False it
+records the graph exactly as stock PyTorch does.
+
+Invariants
+----------
+- The decision comes before the tree ever records the function, so a function kept out never
+  becomes a tree node: paths, generations, liveness checks, checkpointing of the memory pool
+  and forward/backward pairing only ever see deployed graphs. A kept-out function runs its
+  Inductor code between its neighbours' replays, outside the pool, just like the ops Inductor
+  leaves out of partitions (CPU ops, device copies); the graph after it then copies the
+  outputs it reads as inputs, and that graph's own decision measures that cost.
+- Each function is decided once per tree. A function decided for a graph that is recorded again
+  later (a new path, new static addresses) is recorded again as in stock PyTorch.
+- Profiling never touches the tree. The graph choice is timed on a private
+  ``CUDAGraphTreeManager`` with its own memory pool, shut down afterwards. Inputs the real tree
+  reads in place (static ones, outputs of graphs on the current path) are static there too,
+  so the private graph copies exactly the inputs the real one would: same copies, same
+  replay, same bookkeeping per call.
+- Profiling does not change what the program computes: inputs the function mutates are cloned
+  for the profile, the CUDA RNG state is restored after it, and its outputs are dropped.
+- When anything goes wrong while deciding (an exception, out of memory) SCG does what PT2-CG
+  does, records the graph, and logs and reports why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import grace
+from grace import config
+from grace.log import get_logger
+from grace.scg import cache, report
+from grace.scg.candidate import Candidate, describe
+from grace.scg.choose import Choice, decide
+from grace.scg.profile import ProfileSettings, time_choices
+from grace.stats import percentile
+from grace.versions import installed_version
+
+if TYPE_CHECKING:
+    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager, FunctionID
+
+log = get_logger("grace.scg")
+
+# Choices SCG can deploy today; parameter indirection (Choice.GRAPH_PI) joins when it lands.
+AVAILABLE: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH)
+
+_decided: weakref.WeakKeyDictionary[Any, dict[Any, Choice]] = weakref.WeakKeyDictionary()
+_profiling_trees: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: FunctionID) -> bool:
+    """True if ``function_id`` should run without a CUDA graph (measured, or cached, faster)."""
+    if manager in _profiling_trees:
+        return False  # SCG's own private tree records what it is told to
+    decided = _decided.setdefault(manager, {})
+    if function_id not in decided:
+        record = _decide(manager, new_inputs, function_id)
+        decided[function_id] = Choice(record.choice)
+        report.add(record)
+    return decided[function_id] is Choice.NO_GRAPH
+
+
+def _decide(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: FunctionID) -> report.GraphRecord:
+    start = time.perf_counter()
+    wrapped = manager.ids_to_funcs[function_id]
+    candidate = describe(wrapped.model, manager.id_to_mode[function_id].name.lower(), new_inputs,
+                         wrapped.static_input_idxs, manager._get_cuda_graph_recorded_tensor_checker())
+    log.debug("SCG candidate %s: kernels %s; inputs %s", candidate.name, candidate.kernels,
+              [(i.role, i.shape, i.dtype) for i in candidate.inputs])
+    key = _cache_key(candidate, manager.device_index)
+    try:
+        if key is not None and (hit := cache.load(key)) is not None and hit.choice in AVAILABLE:
+            return _record(candidate, hit.choice, "cache", hit.reason, start,
+                           medians={c.value: t for c, t in hit.medians_us.items()})
+        samples = _profile(manager, new_inputs, function_id, candidate)
+    except Exception as e:  # noqa: BLE001 - capture time only: a failed profile must not fail the program
+        log.debug("SCG profile of %s failed", candidate.name, exc_info=True)
+        return _record(candidate, Choice.GRAPH, "fallback",
+                       f"profiling failed ({type(e).__name__}: {e}); recording the graph as PT2-CG does", start)
+    decision = decide(samples, margin=config.scg_margin)
+    if key is not None:
+        cache.store(key, decision)
+    reason = decision.reason if key is not None else decision.reason + " [not cached: generated source unreadable]"
+    return _record(candidate, decision.choice, "profiled", reason, start,
+                   medians={c.value: t for c, t in decision.medians_us.items()},
+                   p10={c.value: percentile(v, 10) for c, v in samples.items()},
+                   p90={c.value: percentile(v, 90) for c, v in samples.items()})
+
+
+def _record(candidate: Candidate, choice: Choice, source: str, reason: str, start: float, *,
+            medians: dict[str, float] | None = None, p10: dict[str, float] | None = None,
+            p90: dict[str, float] | None = None) -> report.GraphRecord:
+    return report.GraphRecord(
+        name=candidate.name, mode=candidate.mode, kernels=list(candidate.kernels),
+        copied_inputs=candidate.copied_inputs, copied_bytes=candidate.copied_bytes,
+        choice=choice.value, source=source, reason=reason, medians_us=medians or {},
+        p10_us=p10 or {}, p90_us=p90 or {}, profile_s=time.perf_counter() - start,
+        code_sha256=candidate.code_sha256)
+
+
+def _cache_key(candidate: Candidate, device_index: int) -> cache.DecisionKey | None:
+    import torch
+
+    if candidate.code_sha256 is None:
+        return None
+    return cache.DecisionKey(
+        code_sha256=candidate.code_sha256,
+        inputs=tuple(i.signature() for i in candidate.inputs),
+        gpu=torch.cuda.get_device_name(device_index),
+        driver=_driver_version(),
+        torch=torch.__version__,
+        triton=installed_version("triton") or "none",
+        grace=grace.__version__,
+    )
+
+
+@functools.cache
+def _driver_version() -> str:
+    """The kernel driver's version (``580.159.04``); the CUDA driver API version if unreadable."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            for word in f.readline().split():
+                if word.count(".") >= 1 and word.replace(".", "").isdigit():
+                    return word
+    except OSError:
+        pass
+    import torch
+
+    return f"cuda-driver-api-{torch._C._cuda_getDriverVersion()}"
+
+
+def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: FunctionID,
+             candidate: Candidate) -> dict[Choice, list[float]]:
+    import torch
+    from torch._inductor.cudagraph_trees import CompilationMode, CUDAGraphTreeManager
+
+    wrapped = manager.ids_to_funcs[function_id]
+    inputs = list(new_inputs)
+    for i in wrapped.mutated_input_idxs:
+        if isinstance(inputs[i], torch.Tensor):
+            inputs[i] = inputs[i].clone()
+    read_in_place = [i for i, info in enumerate(candidate.inputs) if info.role in ("static", "managed")]
+    settings = ProfileSettings(config.scg_warmup, config.scg_rounds, config.scg_calls)
+    device = manager.device_index
+    with torch.cuda.device(device), torch.random.fork_rng(devices=[device]), _quiet_tree_logs():
+        private = CUDAGraphTreeManager(device)
+        _profiling_trees.add(private)
+        try:
+            graph_fn, first = private.add_function(
+                wrapped.model, list(inputs), read_in_place, None, CompilationMode.INFERENCE,
+                wrapped.constants, wrapped.placeholders, wrapped.mutated_input_idxs,
+                manager.id_to_compile_id.get(function_id))
+            del first
+            runners: dict[Choice, Callable[[], object]] = {
+                Choice.NO_GRAPH: lambda: wrapped.model(list(inputs)),
+                Choice.GRAPH: lambda: graph_fn(list(inputs)),
+            }
+            return time_choices(runners, torch.cuda.synchronize, settings)
+        finally:
+            runners = {}
+            graph_fn = None
+            private.shutdown()
+            torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def _quiet_tree_logs() -> Iterator[None]:
+    """Keep CUDA graph trees' debug records (``TORCH_LOGS=cudagraphs``) out of the timed calls."""
+    from torch._inductor import cudagraph_trees
+
+    logger = cudagraph_trees.log
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was
