@@ -253,3 +253,48 @@ def test_report_imports_without_torch():
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr or "grace.report imported torch"
+
+
+# --- SCG tables and Figure 13 ---------------------------------------------------------------
+
+def _scg_row(workload: str, mode: str, median: float, compile_s: float, graphs: list[tuple[str, str, str]] | None = None,
+             status: str = "ok") -> dict:
+    scg = None
+    if graphs is not None:
+        recs = [{"name": n, "mode": "inference", "kernels": ["k"], "copied_inputs": 1, "copied_bytes": 64,
+                 "choice": c, "source": src, "reason": "", "medians_us": {"no-graph": 1.0, "graph": 2.0},
+                 "p10_us": {}, "p90_us": {}, "profile_s": 0.25, "code_sha256": None} for n, c, src in graphs]
+        scg = {"summary": {"total": len(recs), "enabled": sum(r["choice"] != "no-graph" for r in recs),
+                           "disabled": sum(r["choice"] == "no-graph" for r in recs), "with_pi": 0,
+                           "profiled": sum(r["source"] == "profiled" for r in recs),
+                           "from_cache": sum(r["source"] == "cache" for r in recs), "fallbacks": 0,
+                           "profile_s": 0.25 * len(recs)}, "graphs": recs}
+    return {"workload": workload, "mode": mode, "status": status, "samples_us": [median] * 5,
+            "compile_s": compile_s, "scg": scg}
+
+
+def test_scg_tables_never_slower_and_compile_overhead(tmp_path: Path) -> None:
+    from grace.report import scg
+
+    first = [_scg_row("eos", "pt2-nocg", 40.0, 3.0), _scg_row("eos", "pt2-cg", 78.0, 3.0),
+             _scg_row("eos", "grace", 40.5, 3.3, [("partition_0", "no-graph", "profiled")]),
+             _scg_row("mlp", "pt2-nocg", 900.0, 4.0), _scg_row("mlp", "pt2-cg", 300.0, 4.0),
+             _scg_row("mlp", "grace", 330.0, 5.0, [("partition_0", "graph", "profiled"), ("partition_1", "no-graph", "profiled")]),
+             _scg_row("bad", "pt2-nocg", 1.0, 1.0), _scg_row("bad", "pt2-cg", 1.0, 1.0, status="error"),
+             _scg_row("bad", "grace", 1.0, 1.0, [])]
+    t4 = {r["workload"]: r for r in scg.table4(first)}
+    assert (t4["mlp"]["total"], t4["mlp"]["enabled"], t4["mlp"]["disabled"]) == (2, 1, 1)
+    assert [d["choice"] for d in scg.decisions(first)] == ["no-graph", "graph", "no-graph"]
+    ns = {r["workload"]: r for r in scg.never_slower(first)}
+    assert ns["eos"]["best_stock"] == "pt2-nocg" and ns["eos"]["within_2pct"] is True
+    assert ns["mlp"]["best_stock"] == "pt2-cg" and ns["mlp"]["within_2pct"] is False  # 10% slower
+    assert ns["bad"]["status"].startswith("incomplete") and "pt2-cg error" in ns["bad"]["status"]
+    second = [_scg_row("eos", "pt2-cg", 78.0, 2.0),
+              _scg_row("eos", "grace", 40.0, 2.2, [("partition_0", "no-graph", "cache")])]
+    co = {r["workload"]: r for r in scg.compile_overhead(first, second)}
+    assert co["eos"]["grace_first_norm"] == 1.1 and co["eos"]["grace_second_norm"] == 1.1
+    assert co["mlp"]["grace_second_s"] is None
+    paths = scg.draw_figure13(list(co.values()), tmp_path)
+    assert all(p.stat().st_size > 0 for p in paths)
+    csv_path = scg.write_csv(tmp_path / "t4.csv", scg.table4(first))
+    assert csv_path.read_text().splitlines()[0].startswith("workload,status,total,enabled,disabled,with_pi")

@@ -62,20 +62,33 @@ def _force(monkeypatch: pytest.MonkeyPatch, tree_hook: Any, pattern: list[str]) 
     monkeypatch.setattr(tree_hook, "decide", forced)
 
 
+@torch.library.custom_op("grace_test::host_step", mutates_args=(), tags=(torch._C.Tag.cudagraph_unsafe,))
+def host_step(x: torch.Tensor) -> torch.Tensor:
+    """An op Inductor must leave out of CUDA graphs: the graph is partitioned around it."""
+    return x * 2.0
+
+
+@host_step.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+host_step.register_autograd(lambda ctx, grad: host_step(grad))
+
+
 class Split(torch.nn.Module):
-    """Linear layers with a module-owned CPU tensor copied in forward: several partitions."""
+    """Linear layers separated by a cudagraph-unsafe op: several partitions, forward and backward."""
 
     def __init__(self, width: int = 64) -> None:
         super().__init__()
         self.first = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width))
         self.second = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh())
         self.third = torch.nn.Linear(width, width)
-        self.scale = torch.linspace(0.5, 1.5, width)  # plain attribute: stays on the CPU
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.first(x)
-        h = self.second(h * self.scale.to(x.device))
-        return self.third(h + self.scale.to(x.device))
+        h = host_step(self.first(x))
+        h = host_step(self.second(h))
+        return self.third(h)
 
 
 def _tree() -> Any:
@@ -102,7 +115,6 @@ def _models() -> tuple[torch.nn.Module, torch.nn.Module]:
 
     torch.manual_seed(0)
     model = Split().cuda()
-    model.scale = model.scale.cpu()
     return model, copy.deepcopy(model)
 
 
@@ -119,7 +131,7 @@ def test_mixed_decisions_inference_match_eager(scg: Any, monkeypatch: pytest.Mon
             torch.testing.assert_close(out, reference.eval()(x), rtol=1e-4, atol=1e-4)
             del x  # the input of a captured call is freed before the next one
     records = report.records()
-    assert len(records) >= 2, "the CPU tensor should split the graph into several candidates"
+    assert len(records) >= 3, "the cudagraph-unsafe op should split the graph into partitions"
     kept = [r for r in records if r.choice == "graph"]
     dropped = [r for r in records if r.choice == "no-graph"]
     assert kept and dropped

@@ -1,4 +1,8 @@
-"""``python -m grace.report figure10|figure11``: draw a figure from a run's rows, print its speedups.
+"""``python -m grace.report figure10|figure11|scg``: figures and tables from a run's rows.
+
+``figure10``/``figure11`` draw the speedup figures and print the speedups. ``scg`` writes SCG's
+decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
+``--second-run-id`` for a run that reused the first run's decision cache).
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
 so that ``make figures`` before ``make experiments`` says what to do instead of a traceback.
@@ -13,9 +17,9 @@ from types import ModuleType
 from typing import Sequence
 
 from grace.log import get_logger
-from grace.paths import FIGURES_DIR, RESULTS_DIR
+from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
-FIGURES = ("figure10", "figure11")
+FIGURES = ("figure10", "figure11", "scg")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -27,6 +31,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                    help="holds raw/ (input) and processed/ (csv output); default: %(default)s")
     p.add_argument("--figures-dir", type=Path, default=FIGURES_DIR, help="default: %(default)s")
+    p.add_argument("--processed-dir", type=Path, default=None,
+                   help="csv output; default: <results-dir>/processed")
+    p.add_argument("--tables-dir", type=Path, default=TABLES_DIR, help="scg: default %(default)s")
+    p.add_argument("--second-run-id", default=None,
+                   help="scg: a run of the same experiment that reused the first run's SCG cache")
     return p.parse_args(argv)
 
 
@@ -50,14 +59,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     except figures.ReportError as e:
         print(f"grace.report: {e}", file=sys.stderr)
         return 2
+    if args.figure == "scg":
+        second = figures.load_run(args.experiment, args.second_run_id, args.results_dir) if args.second_run_id else None
+        return scg_report(rows, second, args)
     draw = figures.figure10 if args.figure == "figure10" else figures.figure11
     modes = (figures.FIG10_MODES if args.figure == "figure10"
              else {figures.PT2_CG: "PT2-CG", **figures.FIG11_MODES})
-    for path in draw(rows, args.figures_dir, args.results_dir / "processed"):
+    for path in draw(rows, args.figures_dir, args.processed_dir or args.results_dir / "processed"):
         print(f"wrote {path}")
     print()
     print(f"speedup over PT2-NoCG ({rows[0].get('experiment', '?')}, run {rows[0].get('run_id', '?')}):")
     print(figures.speedup_table(rows, modes))
+    return 0
+
+
+def scg_report(rows: list[dict], second: list[dict] | None, args: argparse.Namespace) -> int:
+    from grace.report import scg
+
+    processed = args.processed_dir or args.results_dir / "processed"
+    outputs = {
+        args.tables_dir / "table4_scg.csv": scg.table4(rows),
+        args.tables_dir / "scg_decisions.csv": scg.decisions(rows),
+        processed / "scg_never_slower.csv": scg.never_slower(rows),
+        processed / "figure13.csv": scg.compile_overhead(rows, second),
+    }
+    for path, records in outputs.items():
+        print(f"wrote {scg.write_csv(path, records)}")
+        print(scg.format_rows(records))
+        print()
+    compile_records = outputs[processed / "figure13.csv"]
+    if compile_records:
+        for path in scg.draw_figure13(compile_records, args.figures_dir):
+            print(f"wrote {path}")
     return 0
 
 

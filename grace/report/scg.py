@@ -1,0 +1,165 @@
+"""SCG's tables and Figure 13 from a run's rows (no torch needed).
+
+- ``tables/table4_scg.csv``: the paper's Table 4 per workload (candidate graphs, enabled,
+  disabled, with PI), with how each decision was made and the seconds spent making them.
+- ``tables/scg_decisions.csv``: every candidate graph: kernels, bytes PT2-CG copies per
+  replay, median time of each choice, the choice and its source.
+- ``results/processed/scg_never_slower.csv``: GraCE's median per-iteration time against the
+  better of PT2-NoCG and PT2-CG in the same run (the "never slower" check, 2% tolerance).
+- ``figures/figure13.{pdf,png}`` and ``results/processed/figure13.csv``: compile time (the
+  warm-up: compilation, graph capture and SCG's profiling) of GraCE normalized to PT2-CG's, for
+  the first run (decision cache empty) and, if given, a second run (cache filled by the first).
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+from grace.report.figures import index_rows, workloads_in_order
+from grace.stats import percentile
+
+log = logging.getLogger("grace.report")
+
+GRACE = "grace"
+NEVER_SLOWER_TOLERANCE = 0.02
+
+
+def table4(rows: Sequence[dict]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        if row["mode"] != GRACE or not row.get("scg"):
+            continue
+        s = row["scg"]["summary"]
+        out.append({"workload": row["workload"], "status": row["status"], "total": s["total"],
+                    "enabled": s["enabled"], "disabled": s["disabled"], "with_pi": s["with_pi"],
+                    "profiled": s["profiled"], "from_cache": s["from_cache"], "fallbacks": s["fallbacks"],
+                    "profile_s": round(s["profile_s"], 4)})
+    return out
+
+
+def decisions(rows: Sequence[dict]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        if row["mode"] != GRACE or not row.get("scg"):
+            continue
+        for g in row["scg"]["graphs"]:
+            m = g["medians_us"]
+            out.append({"workload": row["workload"], "graph": g["name"], "mode": g["mode"],
+                        "kernels": len(g["kernels"]), "copied_inputs": g["copied_inputs"],
+                        "copied_bytes": g["copied_bytes"], "no_graph_us": _r(m.get("no-graph")),
+                        "graph_us": _r(m.get("graph")), "graph_pi_us": _r(m.get("graph-pi")),
+                        "choice": g["choice"], "source": g["source"], "profile_s": round(g["profile_s"], 4)})
+    return out
+
+
+def never_slower(rows: Sequence[dict]) -> list[dict[str, Any]]:
+    """GraCE against the better stock mode, per workload, as ratios of medians from one run."""
+    by = index_rows(rows)
+    out = []
+    for w in workloads_in_order(rows):
+        g, n, c = by.get((w, GRACE)), by.get((w, "pt2-nocg")), by.get((w, "pt2-cg"))
+        record: dict[str, Any] = {"workload": w, "grace_us": None, "pt2_nocg_us": None, "pt2_cg_us": None,
+                                  "best_stock": None, "grace_over_best": None, "within_2pct": None}
+        if g is None or n is None or c is None or any(r["status"] != "ok" for r in (g, n, c)):
+            record["status"] = "incomplete: " + ", ".join(
+                f"{m} {r['status'] if r else 'missing'}" for m, r in ((GRACE, g), ("pt2-nocg", n), ("pt2-cg", c))
+                if r is None or r["status"] != "ok")
+            out.append(record)
+            continue
+        gm, nm, cm = (percentile(r["samples_us"], 50) for r in (g, n, c))
+        best_name, best = ("pt2-nocg", nm) if nm <= cm else ("pt2-cg", cm)
+        ratio = gm / best
+        record.update(status="ok", grace_us=_r(gm), pt2_nocg_us=_r(nm), pt2_cg_us=_r(cm), best_stock=best_name,
+                      grace_over_best=round(ratio, 4), within_2pct=ratio <= 1.0 + NEVER_SLOWER_TOLERANCE)
+        out.append(record)
+    return out
+
+
+def compile_overhead(first: Sequence[dict], second: Sequence[dict] | None = None) -> list[dict[str, Any]]:
+    """Compile seconds of PT2-CG and GraCE (first and second run), GraCE's normalized to PT2-CG's."""
+    a = index_rows(first)
+    b = index_rows(second) if second else {}
+    out = []
+    for w in workloads_in_order(first):
+        cg, g1, g2 = a.get((w, "pt2-cg")), a.get((w, GRACE)), b.get((w, GRACE))
+        cg2 = b.get((w, "pt2-cg"))
+        if not cg or not g1 or cg.get("compile_s") is None or g1.get("compile_s") is None:
+            continue
+        rec: dict[str, Any] = {
+            "workload": w, "pt2_cg_s": _r(cg["compile_s"]), "grace_first_s": _r(g1["compile_s"]),
+            "grace_first_norm": _r(g1["compile_s"] / cg["compile_s"]),
+            "scg_profile_first_s": _r((g1.get("scg") or {}).get("summary", {}).get("profile_s", 0.0)),
+            "pt2_cg_second_s": None, "grace_second_s": None, "grace_second_norm": None, "scg_profile_second_s": None,
+        }
+        if g2 and g2.get("compile_s") is not None:
+            base = cg2["compile_s"] if cg2 and cg2.get("compile_s") else cg["compile_s"]
+            rec.update(pt2_cg_second_s=_r(cg2["compile_s"]) if cg2 else None, grace_second_s=_r(g2["compile_s"]),
+                       grace_second_norm=_r(g2["compile_s"] / base),
+                       scg_profile_second_s=_r((g2.get("scg") or {}).get("summary", {}).get("profile_s", 0.0)))
+        out.append(rec)
+    return out
+
+
+def draw_figure13(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(6.0, 0.9 * len(records) + 2), 3.6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = range(len(records))
+    width = 0.27
+    ax.bar([x - width for x in xs], [1.0] * len(records), width, color="#9e9e9e", label="PyTorch2-CG")
+    first = [r["grace_first_norm"] for r in records]
+    ax.bar(list(xs), first, width, color="#08519c", label="GraCE, first run")
+    second = [r["grace_second_norm"] for r in records]
+    if any(v is not None for v in second):
+        ax.bar([x + width for x in xs], [v or 0.0 for v in second], width, color="#6baed6",
+               label="GraCE, second run (decisions cached)")
+    for x, r in zip(xs, records):
+        ax.text(x - width, 1.02, f"{r['pt2_cg_s']:.0f}s", ha="center", va="bottom", fontsize=6)
+        ax.text(x, r["grace_first_norm"] + 0.02, f"{r['grace_first_s']:.0f}s", ha="center", va="bottom", fontsize=6)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([r["workload"] for r in records], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("compile time / PyTorch2-CG")
+    ax.axhline(1.0, color="black", linewidth=0.6)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title("Figure 13: compilation time (warm-up incl. graph capture and SCG profiling)", fontsize=9)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "figure13.pdf", out_dir / "figure13.png"]
+    for p in paths:
+        fig.savefig(p, dpi=150)
+    return paths
+
+
+def write_csv(path: Path, records: Sequence[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        if records:
+            writer = csv.DictWriter(f, fieldnames=list(records[0]))
+            writer.writeheader()
+            writer.writerows(records)
+    log.info("wrote %s", path)
+    return path
+
+
+def format_rows(records: Sequence[dict[str, Any]]) -> str:
+    if not records:
+        return "(none)"
+    keys = list(records[0])
+    widths = {k: max(len(k), *(len(_s(r[k])) for r in records)) for k in keys}
+    lines = ["  ".join(f"{k:>{widths[k]}}" for k in keys)]
+    lines += ["  ".join(f"{_s(r[k]):>{widths[k]}}" for k in keys) for r in records]
+    return "\n".join(lines)
+
+
+def _s(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(float(v), 3)
