@@ -21,8 +21,10 @@ Invariants
   reads in place (static ones, outputs of graphs on the current path) are static there too,
   so the private graph copies exactly the inputs the real one would: same copies, same
   replay, same bookkeeping per call.
-- Profiling does not change what the program computes: inputs the function mutates are cloned
-  for the profile, the CUDA RNG state is restored after it, and its outputs are dropped.
+- Profiling does not change what the program computes: it runs on copies of every input that
+  is not a parameter or buffer (a backward graph may reuse donated saved activations as
+  scratch), and of any input the function mutates; the CUDA RNG state is restored after it,
+  and its outputs are dropped.
 - When anything goes wrong while deciding (an exception, out of memory) SCG does what PT2-CG
   does, records the graph, and logs and reports why.
 """
@@ -144,10 +146,14 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
     from torch._inductor.cudagraph_trees import CompilationMode, CUDAGraphTreeManager
 
     wrapped = manager.ids_to_funcs[function_id]
+    # Profile on copies of every input that is not a parameter or buffer: the function may
+    # write into them (declared mutations, and backward graphs reuse donated saved activations
+    # as scratch space), and the real call after the profile must see the values it was given.
     inputs = list(new_inputs)
-    for i in wrapped.mutated_input_idxs:
+    own = {i for i, info in enumerate(candidate.inputs) if info.role != "static"} | set(wrapped.mutated_input_idxs)
+    for i in own:
         if isinstance(inputs[i], torch.Tensor):
-            inputs[i] = inputs[i].clone()
+            inputs[i] = _same_layout_copy(inputs[i])
     read_in_place = [i for i, info in enumerate(candidate.inputs) if info.role in ("static", "managed")]
     settings = ProfileSettings(config.scg_warmup, config.scg_rounds, config.scg_calls)
     device = manager.device_index
@@ -170,6 +176,15 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
             graph_fn = None
             private.shutdown()
             torch.cuda.synchronize()
+
+
+def _same_layout_copy(t: Any) -> Any:
+    """A copy with ``t``'s sizes and strides (Inductor's code is specialized on them)."""
+    from torch._inductor.compile_fx import get_expanded_dims, index_expanded_dims_and_copy_, static_input
+
+    dst = static_input(t)
+    index_expanded_dims_and_copy_(dst, t, get_expanded_dims(t))
+    return dst
 
 
 @contextlib.contextmanager
