@@ -140,27 +140,34 @@ def test_mixed_decisions_inference_match_eager(scg: Any, monkeypatch: pytest.Mon
     assert all(r.source == "profiled" and r.kernels for r in records)
 
 
-def test_mixed_decisions_training_match_eager(scg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("pattern", [None, ["graph"], ["no-graph"], ["graph", "no-graph", "no-graph"],
+                                     ["no-graph", "graph"]], ids=["scg-off", "all-graph", "no-graph", "mixed-a", "mixed-b"])
+def test_decisions_in_training_match_eager(scg: Any, monkeypatch: pytest.MonkeyPatch, pattern: list[str] | None) -> None:
+    import grace.config
     from grace.scg import report
 
-    _force(monkeypatch, scg, ["graph", "no-graph", "no-graph"])
+    if pattern:
+        _force(monkeypatch, scg, pattern)
     model, reference = _models()
     compiled = torch.compile(model.train(), mode="reduce-overhead")
-    for step in range(6):
-        x = torch.randn(16, 64, device="cuda") + step
-        for m in (model, reference):
-            m.zero_grad(set_to_none=True)
-        loss = compiled(x).square().mean()
-        loss.backward()
-        ref_loss = reference.train()(x).square().mean()
-        ref_loss.backward()
-        torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
-        for p, q in zip(model.parameters(), reference.parameters()):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-    modes = {r.mode for r in report.records()}
-    assert modes == {"forward", "backward"}
-    choices = {r.choice for r in report.records()}
-    assert choices == {"graph", "no-graph"}
+    with grace.config.patch(scg=pattern is not None):
+        for step in range(6):
+            x = torch.randn(16, 64, device="cuda") + step
+            for m in (model, reference):
+                m.zero_grad(set_to_none=True)
+            loss = compiled(x).square().mean()
+            loss.backward()
+            ref_loss = reference.train()(x).square().mean()
+            ref_loss.backward()
+            torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5, msg=lambda m: f"step {step}: {m}")
+            for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5,
+                                           msg=lambda m: f"step {step}, grad of {name}: {m}")
+    if pattern is None:
+        assert report.records() == []
+        return
+    assert {r.mode for r in report.records()} == {"forward", "backward"}
+    assert {r.choice for r in report.records()} == set(pattern)
 
 
 def test_second_run_reads_the_cache_and_does_not_profile(scg: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,9 @@ Invariants
   Inductor code between its neighbours' replays, outside the pool, just like the ops Inductor
   leaves out of partitions (CPU ops, device copies); the graph after it then copies the
   outputs it reads as inputs, and that graph's own decision measures that cost.
+- A kept-out partition is also unwired from the CUDA graph wrappers in the generated module's
+  runner (:func:`_unwrap_partition`), so its calls cost what they cost without
+  ``reduce-overhead``; the tree's check stays as the path for anything that still reaches it.
 - Each function is decided once per tree. A function decided for a graph that is recorded again
   later (a new path, new static addresses) is recorded again as in stock PyTorch.
 - Profiling never touches the tree. The graph choice is timed on a private
@@ -33,9 +36,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import grace
 from grace import config
@@ -67,8 +71,39 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
     if function_id not in decided:
         record = _decide(manager, new_inputs, function_id)
         decided[function_id] = Choice(record.choice)
+        if decided[function_id] is Choice.NO_GRAPH:
+            wrapped = manager.ids_to_funcs[function_id]
+            _unwrap_partition(wrapped.model, new_inputs, wrapped.static_input_idxs, wrapped.mutated_input_idxs)
         report.add(record)
     return decided[function_id] is Choice.NO_GRAPH
+
+
+def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input_idxs: Sequence[int],
+                      mutated_input_idxs: Sequence[int]) -> bool:
+    """Let the generated code call a kept-out partition directly, without the CUDA graph wrappers.
+
+    Inductor's generated module calls partition ``i`` through ``runner.partitions[i]``, which
+    ``cudagraph_partition_post_compile`` replaced with a chain of wrappers (the tree's deferred
+    recording, input alignment, the tree's dispatch) worth some 15 us per call. A kept-out
+    partition only needs the alignment guard, so that is all it keeps. Without a runner slot to
+    rewrite (no graph partitioning, or symbolic sizes keyed per value) the tree's own check in
+    ``_run`` keeps it out instead; both paths run the same compiled code.
+    """
+    from torch._inductor.compile_fx import get_input_idxs_to_check
+    from torch._inductor.utils import align_inputs_from_check_idxs
+    from torch.utils._ordered_set import OrderedSet
+
+    match = re.fullmatch(r"partition_(\d+)", getattr(model, "__name__", ""))
+    runner = getattr(model, "__globals__", {}).get("runner")
+    partitions = getattr(runner, "partitions", None)
+    if match is None or not isinstance(partitions, list) or int(match.group(1)) >= len(partitions):
+        return False
+    if any(isinstance(v, int) for v in inputs):
+        return False  # the slot serves every value of a symbolic size, some of which may want graphs
+    check = get_input_idxs_to_check(inputs, static_input_idxs)
+    partitions[int(match.group(1))] = align_inputs_from_check_idxs(model, check, OrderedSet(mutated_input_idxs))
+    log.debug("SCG: %s now runs without CUDA graph wrappers", model.__name__)
+    return True
 
 
 def _decide(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: FunctionID) -> report.GraphRecord:
