@@ -24,8 +24,8 @@ Invariants
   reads in place (static ones, outputs of graphs on the current path) are static there too,
   so the private graph copies exactly the inputs the real one would: same copies, same
   replay, same bookkeeping per call.
-- Profiling does not change what the program computes: it runs on copies of every input that
-  is not a parameter or buffer (a backward graph may reuse donated saved activations as
+- Profiling does not change what the program computes: it runs on copies of every input but
+  parameters (a backward graph reuses donated saved activations, static inputs there, as
   scratch), and of any input the function mutates; the CUDA RNG state is restored after it,
   and its outputs are dropped.
 - When anything goes wrong while deciding (an exception, out of memory) SCG does what PT2-CG
@@ -181,14 +181,15 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
     from torch._inductor.cudagraph_trees import CompilationMode, CUDAGraphTreeManager
 
     wrapped = manager.ids_to_funcs[function_id]
-    # Profile on copies of every input that is not a parameter or buffer: the function may
-    # write into them (declared mutations, and backward graphs reuse donated saved activations
-    # as scratch space), and the real call after the profile must see the values it was given.
+    # Profile on copies of every input but parameters: the function may write into them
+    # (declared mutations; a backward graph reuses donated saved activations as scratch, and
+    # those count as static inputs there), and the real call after the profile must see the
+    # values it was given. Parameters are only ever written through declared mutations.
     inputs = list(new_inputs)
-    own = {i for i, info in enumerate(candidate.inputs) if info.role != "static"} | set(wrapped.mutated_input_idxs)
-    for i in own:
-        if isinstance(inputs[i], torch.Tensor):
-            inputs[i] = _same_layout_copy(inputs[i])
+    mutated = set(wrapped.mutated_input_idxs)
+    for i, value in enumerate(inputs):
+        if isinstance(value, torch.Tensor) and (i in mutated or not isinstance(value, torch.nn.Parameter)):
+            inputs[i] = _same_layout_copy(value)
     read_in_place = [i for i, info in enumerate(candidate.inputs) if info.role in ("static", "managed")]
     settings = ProfileSettings(config.scg_warmup, config.scg_rounds, config.scg_calls)
     device = manager.device_index
