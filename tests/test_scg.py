@@ -227,7 +227,7 @@ def test_report_summarizes_writes_and_reloads(tmp_path: Path, monkeypatch: pytes
         report.add(_rec("partition_2", "graph", source="fallback"))
         summary = json.loads(target.read_text())["summary"]
         assert summary == {"total": 3, "enabled": 2, "disabled": 1, "with_pi": 0, "profiled": 1,
-                           "from_cache": 1, "fallbacks": 1, "profile_s": 1.5}
+                           "from_cache": 1, "by_rule": 0, "fallbacks": 1, "profile_s": 1.5}
         assert [r.name for r in report.load(target)] == ["partition_0", "partition_1", "partition_2"]
         table = report.format_table(report.records())
         assert "partition_0" in table and "disabled 1" in table and "78.0" in table

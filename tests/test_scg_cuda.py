@@ -166,8 +166,13 @@ def test_decisions_in_training_match_eager(scg: Any, monkeypatch: pytest.MonkeyP
     if pattern is None:
         assert report.records() == []
         return
-    assert {r.mode for r in report.records()} == {"forward", "backward"}
-    assert {r.choice for r in report.records()} == set(pattern)
+    records = report.records()
+    assert {r.mode for r in records} == {"forward", "backward"}
+    forward = [r for r in records if r.mode == "forward"]
+    backward = [r for r in records if r.mode == "backward"]
+    assert all(r.source == "rule" and r.choice == "graph" for r in forward)
+    assert {r.choice for r in backward} == set(pattern[:len(backward)])
+    assert _graphs_in_tree() == sum(r.choice == "graph" for r in records)  # nothing recorded twice
 
 
 def test_second_run_reads_the_cache_and_does_not_profile(scg: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,7 +35,8 @@ def table4(rows: Sequence[dict]) -> list[dict[str, Any]]:
         s = row["scg"]["summary"]
         out.append({"workload": row["workload"], "status": row["status"], "total": s["total"],
                     "enabled": s["enabled"], "disabled": s["disabled"], "with_pi": s["with_pi"],
-                    "profiled": s["profiled"], "from_cache": s["from_cache"], "fallbacks": s["fallbacks"],
+                    "profiled": s["profiled"], "from_cache": s["from_cache"], "by_rule": s.get("by_rule", 0),
+                    "fallbacks": s["fallbacks"],
                     "profile_s": round(s["profile_s"], 4)})
     return out
 

@@ -23,7 +23,9 @@ from grace.paths import cache_dir, write_atomic
 
 log = get_logger("grace.scg")
 
-SOURCES = ("profiled", "cache", "fallback")
+# profiled now; read from the decision cache; decided by a rule without timing (see
+# grace.scg.tree_hook.TRAINING_FORWARD_RULE); or PT2-CG's behaviour after a failure
+SOURCES = ("profiled", "cache", "rule", "fallback")
 
 
 @dataclass
@@ -76,6 +78,7 @@ def summarize(recs: list[GraphRecord]) -> dict[str, Any]:
         "with_pi": sum(1 for r in recs if r.choice == "graph-pi"),
         "profiled": sum(1 for r in recs if r.source == "profiled"),
         "from_cache": sum(1 for r in recs if r.source == "cache"),
+        "by_rule": sum(1 for r in recs if r.source == "rule"),
         "fallbacks": sum(1 for r in recs if r.source == "fallback"),
         "profile_s": sum(r.profile_s for r in recs),
     }
@@ -118,6 +121,7 @@ def format_table(recs: list[GraphRecord]) -> str:
                      f"{r.choice:<10} {r.source}")
     s = summarize(recs)
     lines.append(f"total {s['total']}, enabled {s['enabled']}, disabled {s['disabled']}, with PI {s['with_pi']}; "
-                 f"profiled {s['profiled']}, from cache {s['from_cache']}, fallbacks {s['fallbacks']}; "
+                 f"profiled {s['profiled']}, from cache {s['from_cache']}, by rule {s['by_rule']}, "
+                 f"fallbacks {s['fallbacks']}; "
                  f"{s['profile_s']:.2f} s deciding")
     return "\n".join(lines)

@@ -17,6 +17,8 @@ Invariants
 - A kept-out partition is also unwired from the CUDA graph wrappers in the generated module's
   runner (:func:`_unwrap_partition`), so its calls cost what they cost without
   ``reduce-overhead``; the tree's check stays as the path for anything that still reaches it.
+- In training, forward graphs always keep their graph (:data:`TRAINING_FORWARD_RULE`); the
+  backward graphs are decided by profile. Inference graphs are all decided by profile.
 - Each function is decided once per tree. A function decided for a graph that is recorded again
   later (a new path, new static addresses) is recorded again as in stock PyTorch.
 - Profiling never touches the tree. The graph choice is timed on a private
@@ -58,6 +60,13 @@ log = get_logger("grace.scg")
 
 # Choices SCG can deploy today; parameter indirection (Choice.GRAPH_PI) joins when it lands.
 AVAILABLE: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH)
+
+# Why forward graphs of training keep their graph, untimed. AOTAutograd marks the backward's
+# saved-activation inputs static, counting on the forward's outputs staying at their addresses
+# in the graph pool; run outside it, they would move every iteration and the backward graph
+# would be recorded again on every call (measured: DCGAN, 9 recordings, p90 2.6x the median).
+TRAINING_FORWARD_RULE = ("forward graph of a training step: its saved outputs are static inputs of the "
+                         "backward graphs, so it keeps its graph (kept out, the backward would re-record)")
 
 _decided: weakref.WeakKeyDictionary[Any, dict[Any, Choice]] = weakref.WeakKeyDictionary()
 _profiling_trees: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -113,6 +122,8 @@ def _decide(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: F
                          wrapped.static_input_idxs, manager._get_cuda_graph_recorded_tensor_checker())
     log.debug("SCG candidate %s: kernels %s; inputs %s", candidate.name, candidate.kernels,
               [(i.role, i.shape, i.dtype) for i in candidate.inputs])
+    if candidate.mode == "forward":
+        return _record(candidate, Choice.GRAPH, "rule", TRAINING_FORWARD_RULE, start)
     key = _cache_key(candidate, manager.device_index)
     try:
         if key is not None and (hit := cache.load(key)) is not None and hit.choice in AVAILABLE:
