@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _setup(args: argparse.Namespace) -> int:
@@ -65,6 +66,28 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scg_report(args: argparse.Namespace) -> int:
+    from grace.paths import cache_dir
+    from grace.scg import report
+
+    path = args.file
+    if path is None:
+        found = sorted((cache_dir() / "reports").glob("scg-*.json"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            print(f"grace scg-report: no SCG report in {cache_dir() / 'reports'} "
+                  "(run a program with torch.compile(mode='reduce-overhead') first, or pass a file)", file=sys.stderr)
+            return 2
+        path = found[-1]
+    try:
+        records = report.load(path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"grace scg-report: cannot read {path}: {e}", file=sys.stderr)
+        return 2
+    print(f"SCG decisions in {path}:")
+    print(report.format_table(records))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grace", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -76,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("cache", help="SCG's on-disk decisions")
     c.add_argument("action", choices=["list", "clear"])
     c.set_defaults(fn=_cache)
+    r = sub.add_parser("scg-report", help="print an SCG decision report (default: the latest one)")
+    r.add_argument("file", nargs="?", type=Path, default=None)
+    r.set_defaults(fn=_scg_report)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -235,3 +235,52 @@ def test_report_summarizes_writes_and_reloads(tmp_path: Path, monkeypatch: pytes
             report.add(_rec("x", "graph", source="guess"))
     finally:
         report.reset()
+
+
+def test_cli_scg_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from grace.cli import main
+    from grace.scg import report
+
+    monkeypatch.setenv("GRACE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("GRACE_SCG_REPORT", raising=False)
+    assert main(["scg-report"]) == 2 and "no SCG report" in capsys.readouterr().err
+    report.reset()
+    try:
+        report.add(_rec("partition_0", "no-graph"))
+        assert main(["scg-report"]) == 0
+        out = capsys.readouterr().out
+        assert "partition_0" in out and "disabled 1" in out
+        bad = tmp_path / "bad.json"
+        bad.write_text("{")
+        assert main(["scg-report", str(bad)]) == 2
+    finally:
+        report.reset()
+
+
+def test_unwrap_partition_rewires_the_runner_slot(tmp_path: Path) -> None:
+    """A kept-out partition is called directly by the generated runner (CPU: no graph needed)."""
+    import importlib.util
+
+    import torch
+
+    from grace.scg.tree_hook import _unwrap_partition
+
+    module_file = tmp_path / "gen_runner.py"
+    module_file.write_text(
+        "def partition_0(args):\n    (x,) = args\n    args.clear()\n    return (x + 1,)\n\n"
+        "def partition_1(args):\n    (x,) = args\n    args.clear()\n    return (x * 2,)\n\n"
+        "class Runner:\n    def __init__(self, partitions):\n        self.partitions = partitions\n\n"
+        "runner = Runner(partitions=[partition_0, partition_1])\n")
+    spec = importlib.util.spec_from_file_location("gen_runner_for_test", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    sentinel = object()
+    module.runner.partitions = [sentinel, sentinel]  # as if both were wrapped for CUDA graphs
+    x = torch.arange(4.0)
+    assert _unwrap_partition(module.partition_1, [x], [], [])
+    assert module.runner.partitions[0] is sentinel  # the other partition keeps its graph wrapper
+    (out,) = module.runner.partitions[1]([x])
+    assert torch.equal(out, x * 2)
+    assert not _unwrap_partition(module.partition_0, [x, 3], [], [])  # a symbolic size: the tree decides
+    assert module.runner.partitions[0] is sentinel
+    assert not _unwrap_partition(len, [x], [], [])
