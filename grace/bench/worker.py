@@ -8,11 +8,12 @@ the protocol; stderr goes to the case's log file):
     runner -> {"cmd": "run", "samples": [i, j, ...]}         timed iterations, in this order
     worker -> {"event": "samples", "us": [...]}
     runner -> {"cmd": "finish"}
-    worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., ...}
+    worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., "scg": ..., ...}
     worker -> {"event": "error", "error": "..."}             at any point, then exit 1
 
 Every timed iteration gets a fresh input sample, and its output is compared, after the clock
-stops, with an eager copy of the same model run on the same sample.
+stops, with an eager copy of the same model run on the same sample. ``scg`` is SCG's decision
+report for the process (:mod:`grace.scg.report`), or None where SCG decided nothing.
 """
 
 from __future__ import annotations
