@@ -281,6 +281,13 @@ def test_unwrap_partition_rewires_the_runner_slot(tmp_path: Path) -> None:
     assert module.runner.partitions[0] is sentinel  # the other partition keeps its graph wrapper
     (out,) = module.runner.partitions[1]([x])
     assert torch.equal(out, x * 2)
+    def rewrapped(args: list) -> tuple:  # what a recompile sees after a reset: our wrapper, wrapped again
+        return module.partition_0(args)
+
+    rewrapped.__wrapped__ = module.partition_0  # type: ignore[attr-defined]
+    assert _unwrap_partition(rewrapped, [x], [], [])
+    assert module.runner.partitions[0] is module.partition_0  # CPU inputs: no alignment guard needed
+    module.runner.partitions[0] = sentinel
     assert not _unwrap_partition(module.partition_0, [x, 3], [], [])  # a symbolic size: the tree decides
     assert module.runner.partitions[0] is sentinel
     assert not _unwrap_partition(len, [x], [], [])

@@ -101,7 +101,8 @@ def describe_input(value: Any, index: int, static: set[int], is_managed: Callabl
                      value.numel() * value.element_size())
 
 
-def _unwrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+def innermost(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The generated function under any wrappers that name it (``__wrapped__``, partials)."""
     seen = 0
     while seen < 8:
         inner = getattr(fn, "__wrapped__", None) or getattr(fn, "func", None)
@@ -114,7 +115,7 @@ def _unwrap(fn: Callable[..., Any]) -> Callable[..., Any]:
 def describe(model: Callable[..., Any], mode: str, inputs: Sequence[Any], static_input_idxs: Sequence[int],
              is_managed: Callable[[Any], bool]) -> Candidate:
     """The candidate for ``model`` called on ``inputs`` (the real ones, at recording time)."""
-    fn = _unwrap(model)
+    fn = innermost(model)
     name = getattr(fn, "__name__", type(fn).__name__)
     source_file = None
     digest = None

@@ -47,7 +47,7 @@ import grace
 from grace import config
 from grace.log import get_logger
 from grace.scg import cache, report
-from grace.scg.candidate import Candidate, describe
+from grace.scg.candidate import Candidate, describe, innermost
 from grace.scg.choose import Choice, decide
 from grace.scg.profile import ProfileSettings, time_choices
 from grace.stats import percentile
@@ -102,6 +102,7 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
     from torch._inductor.utils import align_inputs_from_check_idxs
     from torch.utils._ordered_set import OrderedSet
 
+    model = innermost(model)  # a module loaded again after a reset may carry our earlier wrapper
     match = re.fullmatch(r"partition_(\d+)", getattr(model, "__name__", ""))
     runner = getattr(model, "__globals__", {}).get("runner")
     partitions = getattr(runner, "partitions", None)
@@ -110,7 +111,10 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
     if any(isinstance(v, int) for v in inputs):
         return False  # the slot serves every value of a symbolic size, some of which may want graphs
     check = get_input_idxs_to_check(inputs, static_input_idxs)
-    partitions[int(match.group(1))] = align_inputs_from_check_idxs(model, check, OrderedSet(mutated_input_idxs))
+    direct = align_inputs_from_check_idxs(model, check, OrderedSet(mutated_input_idxs))
+    if direct is not model:
+        direct.__wrapped__ = model  # type: ignore[attr-defined]  # so a later compile still sees partition_N
+    partitions[int(match.group(1))] = direct
     log.debug("SCG: %s now runs without CUDA graph wrappers", model.__name__)
     return True
 
@@ -219,8 +223,7 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
             }
             return time_choices(runners, torch.cuda.synchronize, settings)
         finally:
-            runners = {}
-            graph_fn = None
+            graph_fn = None  # its finalizer releases the private tree's hold on the device's container
             private.shutdown()
             torch.cuda.synchronize()
 
