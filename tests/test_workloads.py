@@ -10,15 +10,22 @@ import pytest
 import torch
 
 from grace.bench import check
-from grace.bench.workloads import all_workloads
+from grace.bench.workloads import MissingPackage, all_workloads
 
 WORKLOADS = all_workloads()
+
+
+def _build_tiny(workload):
+    try:
+        return workload.build("cpu", 2, "tiny")
+    except MissingPackage as e:
+        pytest.skip(str(e))
 
 
 @pytest.mark.parametrize("workload", WORKLOADS, ids=[w.name for w in WORKLOADS])
 def test_builds_and_runs_one_step_on_cpu(workload) -> None:
     torch.manual_seed(0)
-    model = workload.build("cpu", 2, "tiny")
+    model = _build_tiny(workload)
     first = workload.inputs(model, 0, "cpu", 2, "tiny")
     again = workload.inputs(model, 0, "cpu", 2, "tiny")
     other = workload.inputs(model, 1, "cpu", 2, "tiny")
@@ -39,7 +46,10 @@ def test_builds_and_runs_one_step_on_cpu(workload) -> None:
 def test_weights_are_deterministic() -> None:
     for workload in WORKLOADS:
         torch.manual_seed(0)
-        a = workload.build("cpu", 2, "tiny")
+        try:
+            a = workload.build("cpu", 2, "tiny")
+        except MissingPackage:
+            continue
         torch.manual_seed(0)
         b = workload.build("cpu", 2, "tiny")
         if isinstance(a, torch.nn.Module):

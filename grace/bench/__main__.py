@@ -30,8 +30,11 @@ def parse_pin(spec: str) -> int:
         return -1
     if spec == "auto":
         return allowed[-1]
-    if not spec.isdigit() or int(spec) not in allowed:
-        raise ValueError(f"--pin-cpu {spec}: not one of this process's cores {allowed}")
+    # A core outside this process's set is fine: shards started under `taskset` leave their
+    # timing cores to the timing threads, which move there when timing starts.
+    online = range(os.cpu_count() or 1)
+    if not spec.isdigit() or int(spec) not in online:
+        raise ValueError(f"--pin-cpu {spec}: not a core of this machine (0-{online[-1]})")
     return int(spec)
 
 
@@ -80,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scg-cache", type=Path, default=None,
                         help="SCG decision cache to use (default: a fresh one in the run directory); "
                              "point it at an earlier run's scg-cache to measure a second run")
+    parser.add_argument("--timing-lock", type=Path, default=None,
+                        help="a file that runners sharing one GPU lock around each workload's timed rounds")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
@@ -106,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(experiment=args.experiment, pin_cpu=pin_cpu, run_id=args.run_id or results.new_run_id(),
                         repeat=args.repeat, warmup=args.warmup, chunk=args.chunk,
                         timeout_s=args.timeout, device=args.device, size=args.size,
-                        scg_cache=args.scg_cache.resolve() if args.scg_cache else None)
+                        scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
+                        timing_lock=args.timing_lock.resolve() if args.timing_lock else None)
     out_dir = run(settings, targets, modes)
     import json
 

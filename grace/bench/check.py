@@ -14,6 +14,12 @@ integers   exact      indices, masks, counts
 bool       exact
 =========  =========  ==============================================================
 
+Training iterations are checked on the loss and every parameter's gradient, and float32
+gradients get 1e-3: a backward pass chains two reassociated reductions per layer (the weight
+gradient and the input gradient), and through normalisation layers the differences compound
+with depth (DCGAN measured 2e-4 to 6e-4 in every compiled mode, PT2-NoCG included). Stale or
+wrong data, which is what the check is for, shows up as errors of order one.
+
 A NaN or inf where eager has none, a shape, dtype or structure difference, all fail.
 """
 
@@ -28,6 +34,7 @@ TOLERANCE = {
     "torch.float16": 1e-2,
     "torch.bfloat16": 2e-2,
 }
+TRAINING_TOLERANCE = {**TOLERANCE, "torch.float32": 1e-3}
 
 
 @dataclass
@@ -54,7 +61,7 @@ def flatten(value: Any, prefix: str = "out") -> list[tuple[str, Any]]:
     raise TypeError(f"{prefix}: cannot compare outputs of type {type(value).__name__}")
 
 
-def compare(out: Any, ref: Any) -> tuple[float, list[Mismatch]]:
+def compare(out: Any, ref: Any, training: bool = False) -> tuple[float, list[Mismatch]]:
     """(largest relative error over tensor leaves, mismatches)."""
     import torch
 
@@ -72,14 +79,14 @@ def compare(out: Any, ref: Any) -> tuple[float, list[Mismatch]]:
             desc = f"{type(a).__name__} {getattr(a, 'shape', '')} {getattr(a, 'dtype', '')}"
             mismatches.append(Mismatch(path, f"{desc} vs tensor {tuple(b.shape)} {b.dtype}"))
             continue
-        err, problem = _tensor_error(a, b)
+        err, problem = _tensor_error(a, b, TRAINING_TOLERANCE if training else TOLERANCE)
         worst = max(worst, err)
         if problem:
             mismatches.append(Mismatch(path, problem))
     return worst, mismatches
 
 
-def _tensor_error(a: Any, b: Any) -> tuple[float, str]:
+def _tensor_error(a: Any, b: Any, tolerances: dict[str, float]) -> tuple[float, str]:
     import torch
 
     if not (a.is_floating_point() or a.is_complex()):
@@ -94,14 +101,15 @@ def _tensor_error(a: Any, b: Any) -> tuple[float, str]:
     ref_norm = torch.linalg.vector_norm(b64).item()
     diff = torch.linalg.vector_norm(a64 - b64).item()
     err = diff / ref_norm if ref_norm > 0 else diff
-    tol = TOLERANCE.get(str(a.dtype), 1e-4)
+    tol = tolerances.get(str(a.dtype), 1e-4)
     return err, ("" if err <= tol else f"relative error {err:.3g} > tolerance {tol:g} ({a.dtype})")
 
 
-def tolerance_for(value: Any) -> float:
+def tolerance_for(value: Any, training: bool = False) -> float:
     """The loosest tolerance over an output's floating-point leaves (for reporting)."""
     import torch
 
-    tols = [TOLERANCE.get(str(t.dtype), 1e-4) for _, t in flatten(value)
+    table = TRAINING_TOLERANCE if training else TOLERANCE
+    tols = [table.get(str(t.dtype), 1e-4) for _, t in flatten(value)
             if isinstance(t, torch.Tensor) and t.is_floating_point()]
     return max(tols, default=0.0)

@@ -6,13 +6,17 @@ compilations do not compete, and waits for each to warm up. Then it runs rounds:
 from round to round, so drift (clocks, temperature, other tenants) hits all modes alike and
 the ``r``-th samples of two modes are a fair pair. A worker that crashes, or outlives the
 per-case timeout, is killed and becomes an error row with the reason and its log's tail; the
-others go on. The limit applies to each phase of a case: compiling and warming up, then
+others go on. Runners that share a GPU (shards run side by side to overlap their compilations)
+pass the same ``timing_lock``: a workload's timed rounds then hold it, so no two shards time at
+once. The limit applies to each phase of a case: compiling and warming up, then
 the timed rounds. Every worker's timing thread runs on the same core once timing starts, so
 no mode is luckier than another in where the scheduler puts it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import selectors
@@ -21,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from grace.bench import results
 from grace.bench.modes import Mode
@@ -50,6 +54,7 @@ class Settings:
     size: str = "full"
     pin_cpu: int = -1  # every worker's timing thread on this core (-1: unpinned)
     scg_cache: Path | None = None  # SCG decision cache; None: a fresh one in the run directory
+    timing_lock: Path | None = None  # a file runners sharing the GPU lock around timed rounds
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -152,7 +157,9 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "workload": wl.name, "model": wl.model, "suite": wl.suite, "kind": wl.kind,
         "batch_size": target.batch_size, "idiom": wl.idiom, "mode": mode.name,
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
-        "warmup": settings.warmup, "pinned_cpu": settings.pin_cpu, "status": "error", "error": None,
+        "warmup": settings.warmup, "pinned_cpu": settings.pin_cpu,
+        "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
+        "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
         "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None,
         "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
@@ -199,18 +206,19 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
             fail(worker, str(e))
         progress.advance(note=f"{target.workload.name}: {mode.name} ready")
 
-    # The per-case limit applies to each phase: compiling, then timing.
-    for worker in live:
-        worker.deadline = time.monotonic() + settings.timeout_s
     rounds = _rounds(settings.repeat, settings.chunk)
-    for r, samples in enumerate(rounds):
-        for worker in _rotated(list(live), r):
-            try:
-                worker.send({"cmd": "run", "samples": samples})
-                worker.samples.extend(worker.receive("samples")["us"])
-            except WorkerFailed as e:
-                fail(worker, str(e))
-        progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
+    with exclusive(settings.timing_lock, target.workload.name):
+        # The per-case limit applies to each phase: compiling, then timing.
+        for worker in live:
+            worker.deadline = time.monotonic() + settings.timeout_s
+        for r, samples in enumerate(rounds):
+            for worker in _rotated(list(live), r):
+                try:
+                    worker.send({"cmd": "run", "samples": samples})
+                    worker.samples.extend(worker.receive("samples")["us"])
+                except WorkerFailed as e:
+                    fail(worker, str(e))
+            progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
 
     for worker in list(live):
         try:
@@ -224,6 +232,24 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
         live.remove(worker)
     order = {m.name: i for i, m in enumerate(modes)}
     return sorted(done, key=lambda row: order[row["mode"]])
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: Path | None, what: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (no-op when None), logging any wait."""
+    if lock_path is None:
+        yield
+        return
+    with open(lock_path, "a") as f:
+        start = time.monotonic()
+        fcntl.flock(f, fcntl.LOCK_EX)
+        waited = time.monotonic() - start
+        if waited > 1.0:
+            log.info("%s: waited %.1f s for the timing lock %s", what, waited, lock_path)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,10 @@
-"""``python -m grace.report figure10|figure11|scg``: figures and tables from a run's rows.
+"""``python -m grace.report figure10|figure11|scg|baseline``: figures and tables from a run's rows.
 
 ``figure10``/``figure11`` draw the speedup figures and print the speedups. ``scg`` writes SCG's
 decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
-``--second-run-id`` for a run that reused the first run's decision cache).
+``--second-run-id`` for a run that reused the first run's decision cache). ``baseline`` writes
+``baseline_pt2.csv`` (stock PT2 on every workload: times, compile times, graphs, skip reasons)
+and its figure.
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
 so that ``make figures`` before ``make experiments`` says what to do instead of a traceback.
@@ -19,7 +21,7 @@ from typing import Sequence
 from grace.log import get_logger
 from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
-FIGURES = ("figure10", "figure11", "scg")
+FIGURES = ("figure10", "figure11", "scg", "baseline")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -59,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except figures.ReportError as e:
         print(f"grace.report: {e}", file=sys.stderr)
         return 2
+    if args.figure == "baseline":
+        return baseline_report(rows, args)
     if args.figure == "scg":
         second = figures.load_run(args.experiment, args.second_run_id, args.results_dir) if args.second_run_id else None
         return scg_report(rows, second, args)
@@ -73,7 +77,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def baseline_report(rows: list[dict], args: argparse.Namespace) -> int:
+    from grace.report import baseline
+    from grace.report import records as records_io
+
+    processed = args.processed_dir or args.results_dir / "processed"
+    records = baseline.baseline_records(rows)
+    print(f"wrote {records_io.write_csv(processed / 'baseline_pt2.csv', records)}")
+    for path in baseline.draw(rows, args.figures_dir):
+        print(f"wrote {path}")
+    columns = ("workload", "kind", "batch_size", "eager_median_us", "pt2_nocg_median_us",
+               "pt2_cg_median_us", "cg_over_nocg", "pt2_nocg_compile_s", "pt2_cg_compile_s",
+               "cuda_graphs", "pt2_cg_status")
+    print(records_io.format_rows([{k: r[k] for k in columns} for r in records]))
+    print(f"geomean PT2-CG over PT2-NoCG: {baseline.geomean_record(rows)}")
+    return 0
+
+
 def scg_report(rows: list[dict], second: list[dict] | None, args: argparse.Namespace) -> int:
+    from grace.report import records as records_io
     from grace.report import scg
 
     processed = args.processed_dir or args.results_dir / "processed"
@@ -84,8 +106,8 @@ def scg_report(rows: list[dict], second: list[dict] | None, args: argparse.Names
         processed / "figure13.csv": scg.compile_overhead(rows, second),
     }
     for path, records in outputs.items():
-        print(f"wrote {scg.write_csv(path, records)}")
-        print(scg.format_rows(records))
+        print(f"wrote {records_io.write_csv(path, records)}")
+        print(records_io.format_rows(records))
         print()
     compile_records = outputs[processed / "figure13.csv"]
     if compile_records:

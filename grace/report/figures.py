@@ -228,15 +228,26 @@ def pt2_cg_speedups(rows: Sequence[dict]) -> dict[str, float]:
 
 
 def draw_figure10(rows: Sequence[dict], cells: Sequence[Cell]) -> Figure:
+    return draw_speedup_bars(rows, cells, FIG10_MODES, "Figure 10: speedup over PT2-NoCG")
+
+
+def draw_speedup_bars(rows: Sequence[dict], cells: Sequence[Cell], modes: dict[str, str],
+                      title: str) -> Figure:
+    """A bar per (workload, mode) cell, grouped by workload, geomean last."""
     groups = workloads_in_order(rows) + [GEOMEAN]
-    fig, ax = _new_axes(len(groups), len(FIG10_MODES))
-    width = 0.8 / len(FIG10_MODES)
-    for i, (mode, label) in enumerate(FIG10_MODES.items()):
-        offset = (i - (len(FIG10_MODES) - 1) / 2) * width
+    fig, ax = _new_axes(len(groups), len(modes))
+    width = 0.8 / len(modes)
+    for i, (mode, label) in enumerate(modes.items()):
+        offset = (i - (len(modes) - 1) / 2) * width
         for cell in (c for c in cells if c.mode == mode):
             _draw_cell(ax, groups.index(cell.workload) + offset, width, cell, COLORS[mode], label)
-    _finish(fig, ax, groups, rows, "Figure 10: speedup over PT2-NoCG")
+    _finish(fig, ax, groups, rows, title)
     return fig
+
+
+def save_figure(fig: Figure, out_dir: Path, name: str) -> list[Path]:
+    """``<out_dir>/<name>.pdf`` and ``.png``."""
+    return _save(fig, Path(out_dir), name)
 
 
 def draw_figure11(rows: Sequence[dict], cells: Sequence[Cell], cg: dict[str, float]) -> Figure:

@@ -32,6 +32,10 @@ class Workload:
     kind: Kind
     batch_size: int
     idiom: str = ""  # the construct that keeps kernels out of CUDA graphs, if any
+    # An iteration draws random numbers (dropout in training). The worker then compiles with
+    # Inductor's ``fallback_random`` and seeds the RNG alike before the compiled and the eager
+    # step, so that outputs can be checked; otherwise compiled dropout draws other masks.
+    stochastic: bool = False
 
     def build(self, device: str, batch_size: int, size: Size = "full") -> Any:
         """The model (an nn.Module or a function) on ``device``; weights seeded by the caller."""
@@ -79,6 +83,20 @@ def get(name: str) -> Workload:
 def all_workloads() -> list[Workload]:
     _load_all()
     return list(_REGISTRY.values())
+
+
+class MissingPackage(RuntimeError):
+    """A workload's third-party package (transformers, timm, torchvision) is not installed."""
+
+
+def require(module: str, pip_name: str) -> Any:
+    """Import a third-party package a workload needs, or say how to get it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingPackage(
+            f"this workload needs {pip_name}, which is not importable ({e}); `make setup` installs "
+            f"it on a networked machine, and the GPU image has it preinstalled") from e
 
 
 def generator(device: str, sample: int) -> Any:

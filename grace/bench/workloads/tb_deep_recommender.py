@@ -162,4 +162,5 @@ class DeepRecommender(Workload):
 register(DeepRecommender("DR-I", "nvidia_deeprecommender", "torchbench", "inference", 8192,
                          idiom="none: large input (197951-wide fp32 rows) copied into the graph each replay"))
 register(DeepRecommender("DR-T", "nvidia_deeprecommender", "torchbench", "training", 256,
-                         idiom="none: large input copies; dropout (RNG) on the code layer"))
+                         idiom="none: large input copies; dropout (RNG) on the code layer",
+                         stochastic=True))
