@@ -9,7 +9,7 @@
 # rounds never do. Compile times are then measured with CONCURRENT compilations at once.
 #
 #   RUN_ID=$(date +%Y%m%d)-baseline REPEAT=30 bash scripts/run_baseline_pt2.sh
-#   RUN_ID=<same> WORKLOADS=XLNET-I,MMC bash scripts/run_baseline_pt2.sh   # more rows, same run
+#   RUN_ID=<same> bash scripts/run_baseline_pt2.sh --resume --stop-after 420   # finish it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh

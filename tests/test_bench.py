@@ -161,6 +161,33 @@ def test_failures_become_rows_and_the_run_goes_on(tmp_path: Path, faulty: None) 
     assert by_name["test-train"]["check"]["checked"] == 4
 
 
+@pytest.mark.slow
+def test_stochastic_training_is_checked_with_eager_random_ops_and_shared_seeds(tmp_path: Path, faulty: None) -> None:
+    rows = _run(tmp_path, ["test-dropout", "test-dropout-undeclared"], "pt2-nocg")
+    by_name = {r["workload"]: r for r in rows}
+    declared = by_name["test-dropout"]
+    assert declared["status"] == "ok", declared["error"]
+    assert declared["check"]["fallback_random"] and declared["check"]["checked"] == 4
+    undeclared = by_name["test-dropout-undeclared"]
+    assert undeclared["status"] == "mismatch", "compiled dropout draws other masks than eager's"
+    assert not undeclared["check"]["fallback_random"]
+
+
+@pytest.mark.slow
+def test_stop_after_leaves_the_rest_to_resume(tmp_path: Path) -> None:
+    from grace.bench.runner import pending
+
+    settings = Settings(experiment="cpu_test", run_id="r2", repeat=2, warmup=1, chunk=2, timeout_s=240.0,
+                        device="cpu", size="tiny", results_dir=tmp_path, stop_after_s=0.0)
+    targets = [Target(get(n), 1) for n in ("micro-mlp2", "micro-mlp16")]
+    modes = parse_modes("eager")
+    out = run(settings, targets, modes)
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert [r["workload"] for r in rows] == ["micro-mlp2"], "the first workload always starts"
+    assert [t.workload.name for t in pending(targets, modes, out)] == ["micro-mlp16"]
+    assert pending(targets, parse_modes("eager,pt2-nocg"), out) == targets, "a missing mode is pending"
+
+
 def test_cli_without_gpu_says_so_in_one_line() -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

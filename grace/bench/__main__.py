@@ -10,7 +10,7 @@ from pathlib import Path
 from grace.bench import results
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, parse_modes
-from grace.bench.runner import Settings, run, shard
+from grace.bench.runner import Settings, pending, run, shard
 from grace.bench.workloads import all_workloads
 
 
@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                              "point it at an earlier run's scg-cache to measure a second run")
     parser.add_argument("--timing-lock", type=Path, default=None,
                         help="a file that runners sharing one GPU lock around each workload's timed rounds")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip workloads that already have rows for every mode in this --run-id")
+    parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
+                        help="start no new workload after this many seconds (finish with --resume)")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
@@ -95,10 +99,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         modes = parse_modes(args.modes)
-        targets = shard(resolve(args.workloads), *args.shard)
+        targets = resolve(args.workloads)
+        if args.resume:
+            if not args.run_id:
+                raise ValueError("--resume needs the --run-id of the run to finish")
+            targets = pending(targets, modes, results.run_dir(args.experiment, args.run_id))
+        targets = shard(targets, *args.shard)
     except (ConfigError, ValueError) as e:
         print(f"grace.bench: {e}", file=sys.stderr)
         return 2
+    if not targets:
+        print("grace.bench: nothing to run (every workload of this shard already has its rows)")
+        return 0
     problem = gpu_problem(args.device)
     if problem:
         print(f"grace.bench: {problem}", file=sys.stderr)
@@ -112,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                         repeat=args.repeat, warmup=args.warmup, chunk=args.chunk,
                         timeout_s=args.timeout, device=args.device, size=args.size,
                         scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
-                        timing_lock=args.timing_lock.resolve() if args.timing_lock else None)
+                        timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
+                        stop_after_s=args.stop_after)
     out_dir = run(settings, targets, modes)
     import json
 

@@ -55,6 +55,7 @@ class Settings:
     pin_cpu: int = -1  # every worker's timing thread on this core (-1: unpinned)
     scg_cache: Path | None = None  # SCG decision cache; None: a fresh one in the run directory
     timing_lock: Path | None = None  # a file runners sharing the GPU lock around timed rounds
+    stop_after_s: float | None = None  # start no workload after this many seconds
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -298,9 +299,35 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
     with open(out_dir / f"meta.{os.getpid()}.json", "w") as f:
         json.dump(meta, f, indent=2)
     progress = Progress(len(targets) * (len(modes) + len(_rounds(settings.repeat, settings.chunk))))
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grace-bench-") as scratch:
-        for target in targets:
+        for n, target in enumerate(targets):
+            late = settings.stop_after_s is not None and time.monotonic() - started > settings.stop_after_s
+            if n > 0 and late:
+                left = ", ".join(t.workload.name for t in targets[n:])
+                log.warning("stopping after %.0f s (--stop-after); not started: %s (rerun with --resume)",
+                            time.monotonic() - started, left)
+                break
             for row in run_target(settings, target, modes, out_dir, Path(scratch), progress):
                 results.append_row(out_dir, row)
     results.mark_latest(settings.experiment, settings.run_id, settings.results_dir)
     return out_dir
+
+
+def pending(targets: list[Target], modes: list[Mode], out_dir: Path) -> list[Target]:
+    """The targets that still lack a row (of any status) for one of ``modes`` in the run.
+
+    Resuming filters before sharding, so that runners started together split what is left.
+    """
+    path = out_dir / "rows.jsonl"
+    have: set[tuple[str, str]] = set()
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                have.add((row["workload"], row["mode"]))
+    todo = [t for t in targets if any((t.workload.name, m.name) not in have for m in modes)]
+    if len(todo) < len(targets):
+        log.info("resuming run %s: %d of %d workloads already have rows", out_dir.name,
+                 len(targets) - len(todo), len(targets))
+    return todo
