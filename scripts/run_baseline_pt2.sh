@@ -27,10 +27,13 @@ RUN_DIR=results/raw/$EXPERIMENT/$RUN_ID
 mkdir -p "$RUN_DIR"
 COMPILE_CORES=0-$((NCPU - CONCURRENT - 1))
 pids=()
+# Each runner leads its own process group (setsid), so that stopping this script stops the
+# runners' workers too instead of leaving them compiling on the GPU.
+trap 'for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done' TERM INT
 for ((i = 1; i <= CONCURRENT; i++)); do
   pin=$((NCPU - i))
   echo "== runner $i/$CONCURRENT: compiles on cores $COMPILE_CORES, times on core $pin =="
-  taskset -c "$COMPILE_CORES" "$PY" -m grace.bench --workloads "$WORKLOADS" --modes "$MODES" \
+  setsid taskset -c "$COMPILE_CORES" "$PY" -m grace.bench --workloads "$WORKLOADS" --modes "$MODES" \
       --experiment "$EXPERIMENT" --run-id "$RUN_ID" --shard "$i/$CONCURRENT" \
       --repeat "${REPEAT:-30}" --warmup "${WARMUP:-3}" --timeout "${TIMEOUT:-420}" \
       --pin-cpu "$pin" --timing-lock "$RUN_DIR/timing.lock" "$@" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The artifact's entry point: check CUDA, run one small workload under PT2-CG and under GraCE,
-# write the results, print both times and the speedup.
+# The artifact's entry point: check CUDA, run the smoke workloads (configs/workloads_smoke.txt)
+# under PT2-CG and under GraCE, write the results, print both times and the speedup of each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh
@@ -16,9 +16,14 @@ echo
 import json, pathlib
 root = pathlib.Path("results/raw/smoke")
 run = (root / "latest.txt").read_text().strip()
-rows = {r["mode"]: r for r in map(json.loads, (root / run / "rows.jsonl").read_text().splitlines())}
-cg, gr = rows["pt2-cg"]["iter_us"]["median"], rows["grace"]["iter_us"]["median"]
-print(f"{rows['grace']['workload']}: PT2-CG {cg:.1f} us/iter, GraCE {gr:.1f} us/iter "
-      f"(medians of {rows['grace']['repeat']}), GraCE speedup over PT2-CG {cg / gr:.2f}x")
+rows = {(r["workload"], r["mode"]): r for r in map(json.loads, (root / run / "rows.jsonl").read_text().splitlines())}
+for workload in dict.fromkeys(w for w, _ in rows):
+    cg, gr = rows.get((workload, "pt2-cg")), rows.get((workload, "grace"))
+    if not (cg and gr and cg["status"] == gr["status"] == "ok"):
+        print(f"{workload}: no comparison (PT2-CG {cg and cg['status']}, GraCE {gr and gr['status']})")
+        continue
+    c, g = cg["iter_us"]["median"], gr["iter_us"]["median"]
+    print(f"{workload}: PT2-CG {c:.1f} us/iter, GraCE {g:.1f} us/iter "
+          f"(medians of {gr['repeat']}), GraCE speedup over PT2-CG {c / g:.2f}x")
 PY
 echo "[OK] Workload run completed."

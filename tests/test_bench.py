@@ -87,6 +87,23 @@ def test_micro_config_names_every_micro_workload() -> None:
     assert [t.workload.name for t in resolve("micro-eos,micro-mlp2")] == ["micro-eos", "micro-mlp2"]
 
 
+def test_suite_config_is_the_papers_table1() -> None:
+    """The 25 workloads with the paper's modes and batch sizes (Table 1), and a smoke subset."""
+    table1 = {
+        "XLNET-I": ("I", 1), "MMC": ("I", 1), "ST": ("I", 1), "DALLE2": ("I", 1), "EOS": ("I", 1048576),
+        "TKE": ("I", 1048576), "VM": ("I", 1), "DR-I": ("I", 8192), "XLNET-T": ("T", 8),
+        "MTCG-T": ("T", 16), "DLRM": ("I", 2048), "MBERT": ("I", 128), "TEFD": ("T", 1),
+        "ALNET": ("I", 2), "DCGAN": ("T", 32), "BERT": ("T", 16), "LCNET": ("I", 256),
+        "DR-T": ("T", 256), "DNET": ("I", 64), "MTCG-I": ("I", 16), "DBV2": ("I", 1),
+        "BSCG": ("T", 64), "DGPT2": ("T", 16), "STCLM": ("T", 256), "DMLM": ("T", 8),
+    }
+    targets = parse_config(CONFIGS_DIR / "workloads_single_gpu_25.txt")
+    got = {t.workload.name: ("I" if t.workload.kind == "inference" else "T", t.batch_size) for t in targets}
+    assert got == table1
+    smoke = {t.workload.name for t in parse_config(CONFIGS_DIR / "workloads_smoke.txt")}
+    assert smoke - {"micro-mlp16"} <= set(table1) and len(smoke) < len(table1)
+
+
 @pytest.mark.parametrize("line, message", [
     ("micro-eos eos_like micro I", "expected 'short_name"),
     ("nope eos_like micro I 1", "unknown workload 'nope'"),
