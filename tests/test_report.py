@@ -337,3 +337,18 @@ def test_baseline_table_has_a_row_per_workload_with_failures_kept(tmp_path: Path
     assert geo["workloads"] == 1 and geo["cg_over_nocg"] == 2.0
     paths = baseline.draw(rows, tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_baseline_table_keeps_listed_workloads_the_run_never_reached(tmp_path: Path) -> None:
+    from grace.report import baseline
+
+    config = tmp_path / "workloads_x.txt"
+    config.write_text("# short model suite mode batch\nC  c_model  torchbench  T  8\nA  a  s  I  2\n")
+    rows = [_baseline_row("A", mode, [100.0] * 4) for mode in ("eager", "pt2-nocg", "pt2-cg")]
+    records = baseline.baseline_records(rows, baseline.planned_workloads(config))
+    assert [r["workload"] for r in records] == ["C", "A"], "the list's order"
+    c = records[0]
+    assert (c["model"], c["kind"], c["batch_size"]) == ("c_model", "training", 8)
+    assert c["eager_status"] == c["pt2_nocg_status"] == c["pt2_cg_status"] == "not run"
+    assert c["cg_over_nocg"] is None and c["errors"] == ""
+    assert records[1]["pt2_cg_status"] == "ok"

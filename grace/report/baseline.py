@@ -6,7 +6,8 @@ per-iteration time and status, PT2-CG's speedup over PT2-NoCG (ratio of medians,
 and p90 of the paired per-round ratios, as Figure 10), both compile times, the number of CUDA
 graphs PT2-CG recorded, and why PyTorch skipped or split graphs: the ``cudagraphs`` log's skip
 messages and partition reasons, as the worker collected them during warm-up. A workload whose
-mode failed keeps its row, with the error.
+mode failed keeps its row, with the error. Given the run's workload list (``--config``), a listed
+workload the run never reached keeps a row too, every status ``not run``, in the list's order.
 
 ``figures/baseline_pt2.{pdf,png}`` draws PT2-CG's speedup per workload, failures annotated.
 """
@@ -26,14 +27,31 @@ FIGURE_MODES = {PT2_CG: "PT2-CG"}
 MAX_REASON_CHARS = 300  # a skip message can quote a whole stack; the raw rows keep all of it
 
 
-def baseline_records(rows: Sequence[dict]) -> list[dict[str, Any]]:
-    """One record per workload, in run order; every mode's columns present, empty if not run."""
+def planned_workloads(config: Path) -> list[dict[str, Any]]:
+    """The workloads a ``configs/`` list names, read without importing the workload registry."""
+    kinds = {"I": "inference", "T": "training"}
+    planned = []
+    for raw in config.read_text().splitlines():
+        fields = raw.split("#", 1)[0].split()
+        if len(fields) == 5:
+            name, model, suite, kind, batch = fields
+            planned.append({"workload": name, "model": model, "suite": suite,
+                            "kind": kinds.get(kind, kind), "batch_size": int(batch)})
+    return planned
+
+
+def baseline_records(rows: Sequence[dict], planned: Sequence[dict] = ()) -> list[dict[str, Any]]:
+    """One record per workload: the planned ones in their order, then any other in run order.
+
+    Every mode's columns are present; a mode with no row has status ``not run``.
+    """
     index = index_rows(rows)
     speedups = {c.workload: c for c in speedup_cells(rows, [PT2_CG])}
+    described = {p["workload"]: p for p in planned}
     records = []
-    for workload in workloads_in_order(rows):
+    for workload in dict.fromkeys([*described, *workloads_in_order(rows)]):
         by_mode = {mode: index.get((workload, mode)) for mode in MODES}
-        first = next(r for r in by_mode.values() if r is not None)
+        first = next((r for r in by_mode.values() if r is not None), None) or described[workload]
         rec: dict[str, Any] = {
             "workload": workload, "model": first.get("model"), "suite": first.get("suite"),
             "kind": first.get("kind"), "batch_size": first.get("batch_size"),
