@@ -1,0 +1,24 @@
+"""Parameter indirection (PI): a CUDA graph replay copies 8-byte pointers instead of input tensors.
+
+PT2-CG records each graph against static placeholders and, before every replay, copies each
+non-static input into its placeholder. PI instead records the Triton kernels that read such an
+input with a pointer-to-pointer parameter that points at a slot of a per-graph device pointer
+table; a replay writes the new inputs' addresses into the table (one small host-to-device copy)
+and copies nothing else.
+
+Invariants, in the order they are established:
+
+1. A kernel binary is indirected exactly where its name says so (:mod:`grace.pi.triton_stage`):
+   the indirected parameter list is part of the kernel's name, hence of its source and of
+   Triton's cache key, and a binary is checked (:func:`grace.pi.ptx.is_indirected`) before it is
+   launched with a slot address.
+2. The PTX rewrite is total or refused (:mod:`grace.pi.ptx`): every read of an indirected
+   parameter is followed by the dereference, or the kernel is not indirected at all.
+3. An input is indirected only if every reference to its placeholder in the recorded graph is
+   a parameter we redirect; anything else that reaches it keeps the copy for that input.
+4. Per replay, an input that breaks what the kernels were specialized on (alignment, strides,
+   storage offset) or that aliases another input is copied, as PT2-CG does.
+
+Status: (1) and (2) are implemented and tested on real Triton 3.6 PTX on the CPU. The capture
+and replay side (3, 4, the pointer table) is not yet wired into CUDA graph trees.
+"""
