@@ -1,0 +1,104 @@
+"""Capture-time planning and the per-replay guard of parameter indirection (pure logic, CPU tensors)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grace.pi.guard import InputLayout, ReplayGuard, span_bytes
+from grace.pi.plan import Placeholder, Reference, Slot, plan_graph
+
+P0 = Placeholder(input_index=0, data_ptr=0x1000, span=4096, copy_bytes=4096)
+P2 = Placeholder(input_index=2, data_ptr=0x9000, span=256, copy_bytes=256)
+
+
+def test_an_input_read_only_through_slots_is_indirected() -> None:
+    slots = [Slot(0, 0, "k0"), Slot(2, 0, "k0"), Slot(0, 512, "k1")]
+    plan = plan_graph([P0, P2], slots, references=[])
+    assert plan.indirected == (0, 2) and plan.copied == ()
+    assert plan.decisions[0].slots == (0, 2)
+    assert (plan.copy_bytes_before, plan.copy_bytes_after, plan.table_bytes) == (4352, 0, 24)
+
+
+@pytest.mark.parametrize("address", [0x1000, 0x1000 + 4095, 0x1000 + 100])
+def test_any_other_pointer_into_a_placeholder_keeps_its_copy(address: int) -> None:
+    slots = [Slot(0, 0, "k0"), Slot(2, 0, "k0")]
+    plan = plan_graph([P0, P2], slots, [Reference(address, "vendor-kernel", "sm90_xmma_gemm")])
+    assert plan.indirected == (2,) and plan.copied == (0,)
+    assert "vendor-kernel (sm90_xmma_gemm)" in plan.decisions[0].reason
+    assert plan.copy_bytes_after == 4096
+    assert plan.decisions[0].slots == (0,), "its slots stay, pointing at the placeholder"
+
+
+def test_pointers_outside_every_placeholder_block_nothing() -> None:
+    refs = [Reference(0x1000 + 4096, "memcpy", "memcpy node 1"), Reference(0x8FFF, "other", "x")]
+    plan = plan_graph([P0, P2], [Slot(0, 0, "k"), Slot(2, 0, "k")], refs)
+    assert plan.indirected == (0, 2)
+
+
+def test_an_input_without_slots_is_copied() -> None:
+    plan = plan_graph([P0, P2], [Slot(0, 0, "k")], [])
+    assert plan.copied == (2,) and "no Triton kernel" in plan.decisions[1].reason
+
+
+# --- the replay guard --------------------------------------------------------------------------
+
+def _layouts(*tensors: torch.Tensor, alignment: int = 16) -> list[InputLayout]:
+    return [InputLayout.of(i, t, alignment) for i, t in enumerate(tensors)]
+
+
+def test_inputs_laid_out_as_recorded_pass() -> None:
+    a, b = torch.zeros(64), torch.zeros(8, 8)
+    guard = ReplayGuard(_layouts(a, b))
+    assert guard.must_copy([torch.ones(64), torch.ones(8, 8)]) == []
+
+
+def test_a_misaligned_input_is_copied() -> None:
+    a, b = torch.zeros(64), torch.zeros(64)
+    guard = ReplayGuard([InputLayout(0, (1,), 0, 256, 16), InputLayout(1, (1,), 1, 256, 16)])
+    base = torch.zeros(80)
+    misaligned = base[1:65]  # 4 bytes past a 16-byte boundary, storage offset 1
+    assert misaligned.data_ptr() % 16 != 0
+    assert guard.must_copy([a, misaligned]) == [1], "storage offset 1 is what was recorded, alignment is not"
+    assert guard.must_copy([misaligned, b]) == [0, 1]
+
+
+def test_other_strides_or_storage_offset_are_copied() -> None:
+    guard = ReplayGuard(_layouts(torch.zeros(8, 8), torch.zeros(16)))
+    transposed = torch.zeros(8, 8).t()
+    offset = torch.zeros(32)[16:]
+    assert guard.must_copy([transposed, torch.zeros(16)]) == [0]
+    assert guard.must_copy([torch.zeros(8, 8), offset]) == [1]
+
+
+def test_aliased_inputs_are_copied() -> None:
+    guard = ReplayGuard(_layouts(torch.zeros(64), torch.zeros(64), torch.zeros(64)))
+    shared = torch.zeros(64)
+    assert sorted(guard.must_copy([shared, torch.zeros(64), shared])) == [0, 2]
+    wide = torch.zeros(128)
+    assert sorted(guard.must_copy([wide[:64], torch.zeros(64), wide[64:]])) == [2], \
+        "adjacent ranges do not overlap; the second half has another storage offset"
+
+
+def test_partial_overlap_is_found_across_the_sorted_order() -> None:
+    from grace.pi.guard import _overlapping
+
+    class Ptr:
+        def __init__(self, p: int) -> None:
+            self.p = p
+
+        def data_ptr(self) -> int:
+            return self.p
+
+    inputs = [Ptr(0), Ptr(1000), Ptr(50)]
+    assert sorted(_overlapping(inputs, [(0, 100), (1, 10), (2, 10)])) == [0, 2]
+    assert _overlapping(inputs, [(0, 50), (1, 10), (2, 10)]) == []
+
+
+def test_span_bytes() -> None:
+    assert span_bytes((4, 8), (8, 1), 4) == 128
+    assert span_bytes((4, 8), (1, 4), 4) == 128
+    assert span_bytes((3, 1), (0, 1), 8) == 8, "an expanded dim reaches nothing new"
+    assert span_bytes((0, 5), (5, 1), 4) == 0
+    with pytest.raises(ValueError):
+        InputLayout.of(0, torch.zeros(2), 12)
