@@ -19,6 +19,15 @@ Invariants, in the order they are established:
 4. Per replay, an input that breaks what the kernels were specialized on (alignment, strides,
    storage offset) or that aliases another input is copied, as PT2-CG does.
 
-Status: (1) and (2) are implemented and tested on real Triton 3.6 PTX on the CPU. The capture
-and replay side (3, 4, the pointer table) is not yet wired into CUDA graph trees.
+Modules: :mod:`~grace.pi.ptx` (the PTX pass), :mod:`~grace.pi.triton_stage` (the pass inside
+Triton's compiler, keyed by kernel name), :mod:`~grace.pi.launch_args` (which launch arguments
+read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
+:mod:`~grace.pi.guard` (which must be copied on a given replay), :mod:`~grace.pi.table` (the
+pointer table and its ring of pinned host buffers).
+
+Status: these pieces are implemented and tested on the CPU, the PTX pass on real Triton 3.6
+PTX assembled by ptxas. Not yet done: the hook points in CUDA graph trees and in Inductor's
+Triton launcher that use them while recording and replaying (``patches/pi/README.md`` names
+them), the scan of recorded graphs for other references to placeholders, the vendor-kernel
+strategies, and every GPU test. ``grace.config.pi`` therefore changes nothing yet.
 """
