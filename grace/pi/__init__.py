@@ -23,7 +23,8 @@ Modules: :mod:`~grace.pi.ptx` (the PTX pass), :mod:`~grace.pi.triton_stage` (the
 Triton's compiler, keyed by kernel name), :mod:`~grace.pi.launch_args` (which launch arguments
 read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
 :mod:`~grace.pi.guard` (which must be copied on a given replay), :mod:`~grace.pi.table` (the
-pointer table and its ring of pinned host buffers).
+pointer table and its ring of pinned host buffers), :mod:`~grace.pi.variant` (a kernel's
+indirected variant, built through Inductor's code cache for the config it settled on).
 
 Status: these pieces are implemented and tested on the CPU, the PTX pass on real Triton 3.6
 PTX assembled by ptxas. Not yet done: the hook points in CUDA graph trees and in Inductor's

@@ -1,0 +1,50 @@
+"""The indirected variant of an Inductor kernel, compiled on the CPU through Inductor's own code cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+from grace.pi import triton_stage  # noqa: E402
+from grace.pi.ptx import is_indirected  # noqa: E402
+from grace.pi.variant import VariantError, indirected_variant  # noqa: E402
+
+MODULE = Path(__file__).parent / "fixtures" / "inductor" / "triton_poi_fused_add_mul_0.py"
+
+
+@pytest.fixture
+def autotuner(monkeypatch, tmp_path: Path):
+    """The fixture kernel's CachingAutotuner; Inductor's GPU driver switch is a no-op on a CPU machine."""
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.runtime import triton_helpers
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
+    yield getattr(PyCodeCache.load(MODULE.read_text()), "triton_poi_fused_add_mul_0")
+    triton_stage.uninstall()
+
+
+def test_the_variant_is_the_same_kernel_indirected_for_the_chosen_config(autotuner) -> None:
+    config = autotuner.configs[-1]
+    assert len(autotuner.configs) > 1, "the original would autotune"
+    variant = indirected_variant(autotuner, config, ["in_ptr1", "in_ptr0"], warm_cache_only=True)
+    assert variant.fn.__name__ == "triton_poi_fused_add_mul_0__grace_pi_v1__0_1"
+    assert variant.inductor_meta["kernel_name"] == variant.fn.__name__
+    (result,) = variant.compile_results
+    assert result.config.kwargs == config.kwargs and result.config.num_warps == config.num_warps
+    assert type(result).__name__ == "TritonCompileResult", "Triton's launcher takes slot addresses as ints"
+    assert is_indirected(result.kernel.asm["ptx"], (0, 1))
+
+
+def test_a_non_pointer_argument_is_refused(autotuner) -> None:
+    with pytest.raises(ValueError, match="not a pointer"):
+        indirected_variant(autotuner, autotuner.configs[0], ["xnumel"], warm_cache_only=True)
+
+
+def test_a_kernel_without_its_module_file_is_refused(autotuner, monkeypatch) -> None:
+    monkeypatch.setattr(autotuner.fn.fn, "__code__", (lambda: None).__code__)
+    with pytest.raises(VariantError, match="cannot read its module source"):
+        indirected_variant(autotuner, autotuner.configs[0], ["in_ptr0"], warm_cache_only=True)
