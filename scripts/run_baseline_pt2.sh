@@ -43,8 +43,6 @@ done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
 cat "$RUN_DIR"/runner.*.$$.out
-config=()
-[[ -f configs/workloads_$WORKLOADS.txt ]] && config=(--config "$WORKLOADS")
-"$PY" -m grace.report baseline --experiment "$EXPERIMENT" --run-id "$RUN_ID" "${config[@]}" || status=$?
+"$PY" -m grace.report baseline --experiment "$EXPERIMENT" --run-id "$RUN_ID" --workloads "$WORKLOADS" || status=$?
 echo "results: $RUN_DIR/rows.jsonl"
 exit "$status"

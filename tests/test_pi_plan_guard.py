@@ -83,16 +83,9 @@ def test_aliased_inputs_are_copied() -> None:
 def test_partial_overlap_is_found_across_the_sorted_order() -> None:
     from grace.pi.guard import _overlapping
 
-    class Ptr:
-        def __init__(self, p: int) -> None:
-            self.p = p
-
-        def data_ptr(self) -> int:
-            return self.p
-
-    inputs = [Ptr(0), Ptr(1000), Ptr(50)]
-    assert sorted(_overlapping(inputs, [(0, 100), (1, 10), (2, 10)])) == [0, 2]
-    assert _overlapping(inputs, [(0, 50), (1, 10), (2, 10)]) == []
+    ptrs = {0: 0, 1: 1000, 2: 50}
+    assert sorted(_overlapping(ptrs, [(0, 100), (1, 10), (2, 10)])) == [0, 2]
+    assert _overlapping(ptrs, [(0, 50), (1, 10), (2, 10)]) == []
 
 
 def test_span_bytes() -> None:

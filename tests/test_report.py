@@ -340,15 +340,17 @@ def test_baseline_table_has_a_row_per_workload_with_failures_kept(tmp_path: Path
 
 
 def test_baseline_table_keeps_listed_workloads_the_run_never_reached(tmp_path: Path) -> None:
+    from grace.bench.configs import parse_config
     from grace.report import baseline
 
     config = tmp_path / "workloads_x.txt"
-    config.write_text("# short model suite mode batch\nC  c_model  torchbench  T  8\nA  a  s  I  2\n")
-    rows = [_baseline_row("A", mode, [100.0] * 4) for mode in ("eager", "pt2-nocg", "pt2-cg")]
-    records = baseline.baseline_records(rows, baseline.planned_workloads(config))
-    assert [r["workload"] for r in records] == ["C", "A"], "the list's order"
-    c = records[0]
-    assert (c["model"], c["kind"], c["batch_size"]) == ("c_model", "training", 8)
-    assert c["eager_status"] == c["pt2_nocg_status"] == c["pt2_cg_status"] == "not run"
-    assert c["cg_over_nocg"] is None and c["errors"] == ""
+    config.write_text("# short model suite mode batch\nDR-T  nvidia_deeprecommender  torchbench  T  8\n"
+                      "micro-eos  eos_like  micro  I  2\n")
+    rows = [_baseline_row("micro-eos", mode, [100.0] * 4) for mode in ("eager", "pt2-nocg", "pt2-cg")]
+    records = baseline.baseline_records(rows, baseline.planned(parse_config(config)))
+    assert [r["workload"] for r in records] == ["DR-T", "micro-eos"], "the list's order"
+    dr = records[0]
+    assert (dr["model"], dr["kind"], dr["batch_size"]) == ("nvidia_deeprecommender", "training", 8)
+    assert dr["eager_status"] == dr["pt2_nocg_status"] == dr["pt2_cg_status"] == "not run"
+    assert dr["cg_over_nocg"] is None and dr["errors"] == ""
     assert records[1]["pt2_cg_status"] == "ok"

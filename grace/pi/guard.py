@@ -58,17 +58,17 @@ class ReplayGuard:
 
     def must_copy(self, inputs: Sequence[Any]) -> list[int]:
         """Indices of indirected inputs that take the copy path this replay (usually none)."""
+        ptrs = {i: inputs[i].data_ptr() for i, _, _, _ in self._checks}
         out = [i for i, mask, stride, offset in self._checks
-               if inputs[i].data_ptr() & mask or inputs[i].stride() != stride
-               or inputs[i].storage_offset() != offset]
+               if ptrs[i] & mask or inputs[i].stride() != stride or inputs[i].storage_offset() != offset]
         if self._spans:
-            out.extend(i for i in _overlapping(inputs, self._spans) if i not in out)
+            out.extend(i for i in _overlapping(ptrs, self._spans) if i not in out)
         return out
 
 
-def _overlapping(inputs: Sequence[Any], spans: Sequence[tuple[int, int]]) -> list[int]:
+def _overlapping(ptrs: dict[int, int], spans: Sequence[tuple[int, int]]) -> list[int]:
     """Inputs whose byte ranges overlap another's (both are reported)."""
-    ranges = sorted((inputs[i].data_ptr(), span, i) for i, span in spans if span)
+    ranges = sorted((ptrs[i], span, i) for i, span in spans if span)
     hit: list[int] = []
     end, last = -1, None
     for start, span, i in ranges:

@@ -17,7 +17,7 @@ tested on the CPU.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 ReferenceKind = Literal["vendor-kernel", "triton-kernel", "memcpy", "memset", "other"]
@@ -67,10 +67,11 @@ class GraphPlan:
     decisions: tuple[InputDecision, ...]
     copy_bytes_before: int  # what PT2-CG copies per replay
     copy_bytes_after: int  # what remains to copy with this plan (the pointer table excluded)
-    table_bytes: int = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "table_bytes", 8 * len(self.slots))
+    @property
+    def table_bytes(self) -> int:
+        """Bytes of pointers copied per replay."""
+        return 8 * len(self.slots)
 
     @property
     def indirected(self) -> tuple[int, ...]:

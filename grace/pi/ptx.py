@@ -91,17 +91,19 @@ def indirect_params(ptx: str, indices: Sequence[int]) -> Indirected:
     entry_end = _ENTRY.search(ptx).end()
     head, body = ptx[:entry_end], ptx[entry_end:]
     head = _realign(head, [params[i].symbol for i in wanted])
-    lines = body.split("\n")
+    patterns = {
+        i: (re.compile(rf"(?<![\w$]){re.escape(params[i].symbol)}(?![\w$])"),
+            re.compile(rf"(?P<indent>\s*)ld\.param\.[bu]64\s+(?P<reg>%[\w$]+),\s*"
+                       rf"\[{re.escape(params[i].symbol)}(?:\+0)?\];\s*(?://.*)?"))
+        for i in wanted}
     loads = {i: 0 for i in wanted}
     out: list[str] = []
-    for number, line in enumerate(lines):
+    for number, line in enumerate(body.split("\n")):
         out.append(line)
-        for i in wanted:
-            symbol = params[i].symbol
-            if not re.search(rf"(?<![\w$]){re.escape(symbol)}(?![\w$])", line):
+        for i, (mentions, whole_load) in patterns.items():
+            if not mentions.search(line):
                 continue
-            m = re.fullmatch(rf"(?P<indent>\s*)ld\.param\.[bu]64\s+(?P<reg>%[\w$]+),\s*"
-                             rf"\[{re.escape(symbol)}(?:\+0)?\];\s*(?://.*)?", line)
+            m = whole_load.fullmatch(line)
             if m is None:
                 raise PtxPassError(f"{name}: parameter {i} is used by something other than a whole "
                                    f"64-bit ld.param (line {number + 1} after the entry: {line.strip()!r})")

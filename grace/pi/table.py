@@ -1,8 +1,8 @@
 """The per-graph pointer table: device slots that indirected kernels dereference at entry.
 
 Each replay writes the slots' new values (an input's data pointer plus the slot's byte offset)
-into a pinned host buffer and copies it to the device table on the replay stream, before the
-graph is launched, so the copy is ordered before every kernel that reads the table.
+into a pinned host buffer and copies it to the device table on the current stream, the one the
+graph is then launched on, so the copy is ordered before every kernel that reads the table.
 
 The host buffer cannot be reused until the copy that reads it has run: the CPU is usually
 ahead of the GPU, and overwriting a buffer whose copy is still queued would hand an earlier
@@ -13,7 +13,6 @@ it only when the CPU is ``depth`` replays ahead, where the stream would block it
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,20 +48,14 @@ class PointerTable:
         """Slot values for the inputs' data pointers ``base_ptrs`` (indexed by input index)."""
         return [base_ptrs[i] + off for i, off in zip(self._inputs, self._offsets)]
 
-    def fill(self, base_ptrs: Sequence[int], stream: Any = None) -> None:
-        """Queue the copy of the new slot values on ``stream`` (default: the current stream)."""
+    def fill(self, base_ptrs: Sequence[int]) -> None:
+        """Queue the copy of the new slot values on the current stream."""
         j = self._next
         self._next = (j + 1) % len(self._host)
         event = self._events[j]
         if event is not None:
             event.synchronize()  # complete unless the CPU is a whole ring ahead
         self._views[j][:] = self.values(base_ptrs)
-        if event is None:
-            self.table.copy_(self._host[j])
-            return
-        import torch
-
-        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-            self.table.copy_(self._host[j], non_blocking=True)
+        self.table.copy_(self._host[j], non_blocking=event is not None)
+        if event is not None:
             event.record()
-

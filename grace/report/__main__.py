@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Sequence
 
 from grace.log import get_logger
-from grace.paths import CONFIGS_DIR, FIGURES_DIR, RESULTS_DIR, TABLES_DIR
+from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
 FIGURES = ("figure10", "figure11", "scg", "baseline")
 
@@ -36,8 +36,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--processed-dir", type=Path, default=None,
                    help="csv output; default: <results-dir>/processed")
     p.add_argument("--tables-dir", type=Path, default=TABLES_DIR, help="scg: default %(default)s")
-    p.add_argument("--config", default=None,
-                   help="baseline: the run's workload list (a name in configs/ or a path); listed "
+    p.add_argument("--workloads", default=None,
+                   help="baseline: the run's --workloads (a config name or path, or names); listed "
                         "workloads without rows get 'not run' rows")
     p.add_argument("--second-run-id", default=None,
                    help="scg: a run of the same experiment that reused the first run's SCG cache")
@@ -85,7 +85,15 @@ def baseline_report(rows: list[dict], args: argparse.Namespace) -> int:
     from grace.report import records as records_io
 
     processed = args.processed_dir or args.results_dir / "processed"
-    planned = baseline.planned_workloads(_config_path(args.config)) if args.config else []
+    planned = []
+    if args.workloads:
+        from grace.bench.configs import ConfigError, resolve
+
+        try:
+            planned = baseline.planned(resolve(args.workloads))
+        except ConfigError as e:
+            print(f"grace.report: --workloads: {e}", file=sys.stderr)
+            return 2
     records = baseline.baseline_records(rows, planned)
     print(f"wrote {records_io.write_csv(processed / 'baseline_pt2.csv', records)}")
     for path in baseline.draw(rows, args.figures_dir):
@@ -96,11 +104,6 @@ def baseline_report(rows: list[dict], args: argparse.Namespace) -> int:
     print(records_io.format_rows([{k: r[k] for k in columns} for r in records]))
     print(f"geomean PT2-CG over PT2-NoCG: {baseline.geomean_record(rows)}")
     return 0
-
-
-def _config_path(config: str) -> Path:
-    named = CONFIGS_DIR / f"workloads_{config}.txt"
-    return named if named.exists() else Path(config)
 
 
 def scg_report(rows: list[dict], second: list[dict] | None, args: argparse.Namespace) -> int:

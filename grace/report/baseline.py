@@ -6,7 +6,7 @@ per-iteration time and status, PT2-CG's speedup over PT2-NoCG (ratio of medians,
 and p90 of the paired per-round ratios, as Figure 10), both compile times, the number of CUDA
 graphs PT2-CG recorded, and why PyTorch skipped or split graphs: the ``cudagraphs`` log's skip
 messages and partition reasons, as the worker collected them during warm-up. A workload whose
-mode failed keeps its row, with the error. Given the run's workload list (``--config``), a listed
+mode failed keeps its row, with the error. Given the run's workload list (``--workloads``, as the runner takes it), a listed
 workload the run never reached keeps a row too, every status ``not run``, in the list's order.
 
 ``figures/baseline_pt2.{pdf,png}`` draws PT2-CG's speedup per workload, failures annotated.
@@ -27,17 +27,10 @@ FIGURE_MODES = {PT2_CG: "PT2-CG"}
 MAX_REASON_CHARS = 300  # a skip message can quote a whole stack; the raw rows keep all of it
 
 
-def planned_workloads(config: Path) -> list[dict[str, Any]]:
-    """The workloads a ``configs/`` list names, read without importing the workload registry."""
-    kinds = {"I": "inference", "T": "training"}
-    planned = []
-    for raw in config.read_text().splitlines():
-        fields = raw.split("#", 1)[0].split()
-        if len(fields) == 5:
-            name, model, suite, kind, batch = fields
-            planned.append({"workload": name, "model": model, "suite": suite,
-                            "kind": kinds.get(kind, kind), "batch_size": int(batch)})
-    return planned
+def planned(targets: Sequence[Any]) -> list[dict[str, Any]]:
+    """The run's workload list (``grace.bench.configs.resolve``'s targets) as report records."""
+    return [{"workload": t.workload.name, "model": t.workload.model, "suite": t.workload.suite,
+             "kind": t.workload.kind, "batch_size": t.batch_size} for t in targets]
 
 
 def baseline_records(rows: Sequence[dict], planned: Sequence[dict] = ()) -> list[dict[str, Any]]:
