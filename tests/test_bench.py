@@ -76,6 +76,22 @@ def test_compare_rejects_nan_shape_structure_and_integer_changes() -> None:
     assert not check.compare({"a": [ref, 3]}, {"a": [ref.clone(), 3]})[1]
 
 
+
+def test_training_gradient_that_is_zero_in_exact_arithmetic_is_judged_against_the_whole() -> None:
+    loss = torch.tensor(4.6)
+    weight_grad = torch.randn(64, 64)
+    key_bias_eager, key_bias_compiled = 1e-12 * torch.randn(64), 1e-12 * torch.randn(64)
+    err, bad = check.compare((loss, [weight_grad, key_bias_compiled]),
+                             (loss, [weight_grad.clone(), key_bias_eager]), training=True)
+    assert not bad and err < 1e-3, "two rounding noises near zero are not a mismatch"
+    # The same noise is still a mismatch where the leaf is compared alone, outside training,
+    # and a stale gradient of real size fails whatever the floor.
+    assert check.compare(key_bias_compiled, key_bias_eager)[1]
+    stale = (loss, [weight_grad, key_bias_eager + 1e-3 * torch.randn(64)])
+    assert check.compare(stale, (loss, [weight_grad, key_bias_eager]), training=True)[1]
+    assert check.compare((loss, [weight_grad * 0.9, key_bias_eager]),
+                         (loss, [weight_grad, key_bias_eager]), training=True)[1]
+
 # --- configs, modes, shards --------------------------------------------------------------
 
 def test_micro_config_names_every_micro_workload() -> None:
@@ -204,6 +220,29 @@ def test_stop_after_leaves_the_rest_to_resume(tmp_path: Path) -> None:
     assert [t.workload.name for t in pending(targets, modes, out)] == ["micro-mlp16"]
     assert pending(targets, parse_modes("eager,pt2-nocg"), out) == targets, "a missing mode is pending"
 
+
+
+def test_retry_reruns_a_workload_in_every_mode_when_its_latest_row_failed(tmp_path: Path) -> None:
+    from grace.bench.runner import pending
+
+    targets = [Target(get(n), 1) for n in ("micro-mlp2", "micro-mlp16")]
+    modes = parse_modes("eager,pt2-nocg")
+    rows = [("micro-mlp2", "eager", "ok"), ("micro-mlp2", "pt2-nocg", "error"),
+            ("micro-mlp16", "eager", "ok"), ("micro-mlp16", "pt2-nocg", "mismatch"),
+            ("micro-mlp16", "pt2-nocg", "ok")]  # a retried case: its last row counts
+    (tmp_path / "rows.jsonl").write_text(
+        "".join(json.dumps({"workload": w, "mode": m, "status": st}) + "\n" for w, m, st in rows))
+    names = lambda ts: [t.workload.name for t in ts]  # noqa: E731
+    assert pending(targets, modes, tmp_path) == [], "without --retry every row counts as done"
+    assert names(pending(targets, modes, tmp_path, frozenset({"error"}))) == ["micro-mlp2"]
+    assert names(pending(targets, modes, tmp_path, frozenset({"mismatch"}))) == []
+
+
+def test_cli_rejects_retry_without_resume_and_unknown_statuses() -> None:
+    from grace.bench.__main__ import main
+
+    assert main(["--workloads", "micro-mlp2", "--retry", "error"]) == 2
+    assert main(["--workloads", "micro-mlp2", "--resume", "--run-id", "x", "--retry", "oom"]) == 2
 
 def test_cli_without_gpu_says_so_in_one_line() -> None:
     if torch.cuda.is_available():

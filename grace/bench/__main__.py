@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a file that runners sharing one GPU lock around each workload's timed rounds")
     parser.add_argument("--resume", action="store_true",
                         help="skip workloads that already have rows for every mode in this --run-id")
+    parser.add_argument("--retry", default="", metavar="STATUSES",
+                        help="with --resume, run again (in every mode) the workloads whose latest row for "
+                             "a mode has one of these comma-separated statuses: error, timeout, mismatch")
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="start no new workload after this many seconds (finish with --resume)")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
@@ -103,7 +106,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.resume:
             if not args.run_id:
                 raise ValueError("--resume needs the --run-id of the run to finish")
-            targets = pending(targets, modes, results.run_dir(args.experiment, args.run_id))
+            retry = frozenset(x.strip() for x in args.retry.split(",") if x.strip())
+            unknown = retry - {"error", "timeout", "mismatch"}
+            if unknown:
+                raise ValueError(f"--retry: unknown status {', '.join(sorted(unknown))} "
+                                 "(choose from error, timeout, mismatch)")
+            targets = pending(targets, modes, results.run_dir(args.experiment, args.run_id), retry)
+        elif args.retry:
+            raise ValueError("--retry goes with --resume and the --run-id of the run to finish")
         targets = shard(targets, *args.shard)
     except (ConfigError, ValueError) as e:
         print(f"grace.bench: {e}", file=sys.stderr)

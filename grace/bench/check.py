@@ -15,10 +15,19 @@ bool       exact
 =========  =========  ==============================================================
 
 Training iterations are checked on the loss and every parameter's gradient, and float32
-gradients get 1e-3: a backward pass chains two reassociated reductions per layer (the weight
+gradients get 5e-3: a backward pass chains two reassociated reductions per layer (the weight
 gradient and the input gradient), and through normalisation layers the differences compound
-with depth (DCGAN measured 2e-4 to 6e-4 in every compiled mode, PT2-NoCG included). Stale or
-wrong data, which is what the check is for, shows up as errors of order one.
+with depth. DCGAN's first layers measured 2e-4 to 6e-4 on CPU and up to 2.3e-3 on the H100 in
+PT2-NoCG and PT2-CG alike, the same digits in both (run ``20261122-baseline``): the compiled
+kernels' rounding, not a graph's. Stale or wrong data, which is what the check is for, shows up
+as errors of order one.
+
+A gradient can be zero in exact arithmetic and rounding noise in both modes: the bias of an
+attention key projection (softmax ignores a shift shared by every key) comes out near 1e-12,
+and its "relative" error is then a ratio of two noises (Speech2Text2 measured 3.1 on it). So
+the norm a training leaf is divided by is floored at ``GRADIENT_NOISE_FLOOR`` times the norm of
+the whole reference (loss and every gradient): a leaf a millionth the size of the whole is
+held to an absolute error of ``tolerance * floor``, which stale data still breaks.
 
 A NaN or inf where eager has none, a shape, dtype or structure difference, all fail.
 """
@@ -34,7 +43,8 @@ TOLERANCE = {
     "torch.float16": 1e-2,
     "torch.bfloat16": 2e-2,
 }
-TRAINING_TOLERANCE = {**TOLERANCE, "torch.float32": 1e-3}
+TRAINING_TOLERANCE = {**TOLERANCE, "torch.float32": 5e-3}
+GRADIENT_NOISE_FLOOR = 1e-6
 
 
 @dataclass
@@ -68,6 +78,7 @@ def compare(out: Any, ref: Any, training: bool = False) -> tuple[float, list[Mis
     got, want = flatten(out), flatten(ref)
     if [p for p, _ in got] != [p for p, _ in want]:
         return float("inf"), [Mismatch("out", f"structure differs: {[p for p, _ in got]} vs {[p for p, _ in want]}")]
+    floor = GRADIENT_NOISE_FLOOR * _global_norm(want) if training else 0.0
     worst = 0.0
     mismatches: list[Mismatch] = []
     for (path, a), (_, b) in zip(got, want):
@@ -79,14 +90,26 @@ def compare(out: Any, ref: Any, training: bool = False) -> tuple[float, list[Mis
             desc = f"{type(a).__name__} {getattr(a, 'shape', '')} {getattr(a, 'dtype', '')}"
             mismatches.append(Mismatch(path, f"{desc} vs tensor {tuple(b.shape)} {b.dtype}"))
             continue
-        err, problem = _tensor_error(a, b, TRAINING_TOLERANCE if training else TOLERANCE)
+        err, problem = _tensor_error(a, b, TRAINING_TOLERANCE if training else TOLERANCE, floor)
         worst = max(worst, err)
         if problem:
             mismatches.append(Mismatch(path, problem))
     return worst, mismatches
 
 
-def _tensor_error(a: Any, b: Any, tolerances: dict[str, float]) -> tuple[float, str]:
+def _global_norm(leaves: list[tuple[str, Any]]) -> float:
+    """The 2-norm of every finite floating-point value of ``leaves`` taken together."""
+    import torch
+
+    total = 0.0
+    for _, t in leaves:
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            t64 = t.detach().double()
+            total += torch.linalg.vector_norm(t64[torch.isfinite(t64)]).item() ** 2
+    return total ** 0.5
+
+
+def _tensor_error(a: Any, b: Any, tolerances: dict[str, float], floor: float = 0.0) -> tuple[float, str]:
     import torch
 
     if not (a.is_floating_point() or a.is_complex()):
@@ -100,7 +123,8 @@ def _tensor_error(a: Any, b: Any, tolerances: dict[str, float]) -> tuple[float, 
         a64, b64 = a64[~bad_b], b64[~bad_b]
     ref_norm = torch.linalg.vector_norm(b64).item()
     diff = torch.linalg.vector_norm(a64 - b64).item()
-    err = diff / ref_norm if ref_norm > 0 else diff
+    scale = max(ref_norm, floor)
+    err = diff / scale if scale > 0 else diff
     tol = tolerances.get(str(a.dtype), 1e-4)
     return err, ("" if err <= tol else f"relative error {err:.3g} > tolerance {tol:g} ({a.dtype})")
 

@@ -314,19 +314,28 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
     return out_dir
 
 
-def pending(targets: list[Target], modes: list[Mode], out_dir: Path) -> list[Target]:
-    """The targets that still lack a row (of any status) for one of ``modes`` in the run.
+def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
+            retry: frozenset[str] = frozenset()) -> list[Target]:
+    """The targets that still lack a row for one of ``modes`` in the run, or whose latest row
+    for one of them has a status in ``retry`` (``error``, say, after an out-of-memory kill).
 
+    A retried target runs in every mode again, so that its modes stay measured side by side;
+    its new rows follow the old ones, and readers keep the last row of each (workload, mode).
     Resuming filters before sharding, so that runners started together split what is left.
     """
     path = out_dir / "rows.jsonl"
-    have: set[tuple[str, str]] = set()
+    latest: dict[tuple[str, str], str] = {}
     if path.is_file():
         for line in path.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
-                have.add((row["workload"], row["mode"]))
-    todo = [t for t in targets if any((t.workload.name, m.name) not in have for m in modes)]
+                latest[(row["workload"], row["mode"])] = row["status"]
+
+    def done(name: str, mode: Mode) -> bool:
+        status = latest.get((name, mode.name))
+        return status is not None and status not in retry
+
+    todo = [t for t in targets if not all(done(t.workload.name, m) for m in modes)]
     if len(todo) < len(targets):
         log.info("resuming run %s: %d of %d workloads already have rows", out_dir.name,
                  len(targets) - len(todo), len(targets))
