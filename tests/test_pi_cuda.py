@@ -34,7 +34,10 @@ def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[A
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     plain = getattr(PyCodeCache.load(MODULE.read_text()), "triton_poi_fused_add_mul_0")
-    variant = indirected_variant(plain, plain.configs[0], ["in_ptr0", "in_ptr1"])
+    # The code cache hands every test the same module; once an autotuner has compiled, its
+    # configs live on its launchers only.
+    config = plain.configs[0] if plain.configs else plain.launchers[0].config
+    variant = indirected_variant(plain, config, ["in_ptr0", "in_ptr1"])
     yield plain, variant
     triton_stage.uninstall()
 
