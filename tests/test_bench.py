@@ -92,6 +92,36 @@ def test_training_gradient_that_is_zero_in_exact_arithmetic_is_judged_against_th
     assert check.compare((loss, [weight_grad * 0.9, key_bias_eager]),
                          (loss, [weight_grad, key_bias_eager]), training=True)[1]
 
+
+def test_float64_run_arbitrates_rounding_but_not_wrong_data() -> None:
+    exact = torch.randn(4096, dtype=torch.float64)
+    eager = (exact + 1e-3 * torch.randn(4096, dtype=torch.float64)).float()  # float32 is 1e-3 off
+    compiled = (exact + 1.5e-3 * torch.randn(4096, dtype=torch.float64)).float()
+    assert check.compare(compiled, eager)[1], "the float32 comparison alone fails"
+    assert not check.judge_against_fp64(compiled, eager, exact), "no further from float64 than 3x eager"
+    stale = torch.randn(4096)
+    assert check.judge_against_fp64(stale, eager, exact), "unrelated data is far from the float64 run"
+    labels = torch.tensor([1, 2, 3])
+    assert check.judge_against_fp64((compiled, labels + 1), (eager, labels), (exact, labels)), \
+        "an integer leaf must still equal eager's"
+    assert check.judge_against_fp64((compiled,), (eager, labels), (exact, labels)), "structure"
+
+
+def test_worker_arbitrates_a_mismatch_with_a_float64_copy_of_the_model() -> None:
+    from grace.bench.worker import Case
+
+    case = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny")
+    inputs = case.inputs(3)
+    ref = case.step(case.reference, case.reference, inputs)
+    rounding = ref * (1 + 2e-7 * torch.randn_like(ref))
+    mismatches = [check.Mismatch("out", "float32 says no")]
+    assert case._arbitrate(3, rounding, ref, False, mismatches) == []
+    assert case.fp64_arbitrated == 1
+    assert next(case.reference64.parameters()).dtype == torch.float64
+    assert next(case.reference.parameters()).dtype == torch.float32, "the float32 twin is untouched"
+    assert case._arbitrate(3, torch.zeros_like(ref), ref, False, mismatches), "zeros are wrong data"
+    assert case.fp64_arbitrated == 1
+
 # --- configs, modes, shards --------------------------------------------------------------
 
 def test_micro_config_names_every_micro_workload() -> None:

@@ -106,6 +106,9 @@ class Case:
         self.mismatches: list[str] = []
         self.peak_mem = 0
         self.tolerance = 0.0
+        self.reference64: Any = None  # built on the first float32 mismatch
+        self.fp64_arbitrated = 0  # samples the float64 run found to be rounding
+        self.no_fp64 = ""  # why no float64 run could be made, if none could
 
     def sync(self) -> None:
         if self.cuda:
@@ -172,12 +175,30 @@ class Case:
         ref = self.step(self.reference, self.reference, self.inputs(sample))
         training = self.workload.kind == "training"
         err, mismatches = check.compare(out, ref, training)
+        if mismatches:
+            mismatches = self._arbitrate(sample, out, ref, training, mismatches)
         self.checked += 1
         self.worst_error = max(self.worst_error, err)
         self.tolerance = max(self.tolerance, check.tolerance_for(ref, training))
         for m in mismatches:
             if len(self.mismatches) < 5:
                 self.mismatches.append(f"sample {sample}: {m}")
+
+    def _arbitrate(self, sample: int, out: Any, ref: Any, training: bool,
+                   mismatches: list[check.Mismatch]) -> list[check.Mismatch]:
+        """Mismatches that remain once a float64 run of the sample judges them (see :mod:`check`)."""
+        try:
+            if self.reference64 is None:
+                self.reference64 = _as_float64(copy.deepcopy(self.reference))
+            self.seed(sample)
+            ref64 = self.step(self.reference64, self.reference64, _as_float64(self.inputs(sample)))
+        except Exception as e:  # a model with float32 baked in cannot run in float64: keep the verdict
+            self.no_fp64 = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            return mismatches
+        remaining = check.judge_against_fp64(out, ref, ref64, training)
+        if not remaining:
+            self.fp64_arbitrated += 1
+        return remaining
 
     def summary(self, skips: SkipLog) -> dict[str, Any]:
         from dataclasses import asdict
@@ -198,8 +219,25 @@ class Case:
                 "max_rel_err": self.worst_error if self.worst_error != float("inf") else "inf",
                 "tolerance": self.tolerance,
                 "detail": "; ".join(self.mismatches),
+                "fp64_arbitrated": self.fp64_arbitrated,
+                "no_fp64_reference": self.no_fp64,
             },
         }
+
+
+def _as_float64(value: Any) -> Any:
+    """A module or nested inputs with every float32 tensor (parameters, buffers) in float64."""
+    import torch
+
+    if isinstance(value, torch.nn.Module):
+        return value.to(torch.float64)
+    if isinstance(value, torch.Tensor):
+        return value.to(torch.float64) if value.dtype == torch.float32 else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_float64(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_float64(v) for k, v in value.items()}
+    return value
 
 
 def count_cuda_graphs() -> int:
