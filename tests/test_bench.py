@@ -95,8 +95,8 @@ def test_training_gradient_that_is_zero_in_exact_arithmetic_is_judged_against_th
 
 def test_float64_run_arbitrates_rounding_but_not_wrong_data() -> None:
     exact = torch.randn(4096, dtype=torch.float64)
-    eager = (exact + 1e-3 * torch.randn(4096, dtype=torch.float64)).float()  # float32 is 1e-3 off
-    compiled = (exact + 1.5e-3 * torch.randn(4096, dtype=torch.float64)).float()
+    eager = (exact + 8e-5 * torch.randn(4096, dtype=torch.float64)).float()  # within 1e-4 of float64
+    compiled = (exact + 1.5e-4 * torch.randn(4096, dtype=torch.float64)).float()  # 1.7e-4 from eager
     assert check.compare(compiled, eager)[1], "the float32 comparison alone fails"
     assert not check.judge_against_fp64(compiled, eager, exact), "no further from float64 than 3x eager"
     stale = torch.randn(4096)
@@ -105,6 +105,8 @@ def test_float64_run_arbitrates_rounding_but_not_wrong_data() -> None:
     assert check.judge_against_fp64((compiled, labels + 1), (eager, labels), (exact, labels)), \
         "an integer leaf must still equal eager's"
     assert check.judge_against_fp64((compiled,), (eager, labels), (exact, labels)), "structure"
+    other_masks = torch.randn(4096, dtype=torch.float64)  # a float64 run that drew other random numbers
+    assert check.judge_against_fp64(compiled, eager, other_masks), "no arbiter when eager misses it too"
 
 
 def test_worker_arbitrates_a_mismatch_with_a_float64_copy_of_the_model() -> None:

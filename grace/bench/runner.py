@@ -255,8 +255,8 @@ def exclusive(lock_path: Path | None, what: str) -> Iterator[None]:
 
 def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     row = worker.row
-    for key in ("peak_replay_mem_bytes", "cuda_graphs", "cudagraph_skips", "partition_reasons", "check", "scg"):
-        row[key] = message[key]
+    for key in ("peak_replay_mem_bytes", "cuda_graphs", "cudagraph_skips", "partition_reasons", "check", "scg", "pi"):
+        row[key] = message.get(key)
     row["samples_us"] = worker.samples
     row["iter_us"] = summary(worker.samples)
     if worker.mode.compiled and not message["check"]["ok"]:

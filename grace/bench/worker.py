@@ -205,9 +205,13 @@ class Case:
 
         from grace.scg import report
 
+        from grace.pi import report as pi_report
+
         scg = report.records()
+        pi = pi_report.records()
         return {
             "scg": {"summary": report.summarize(scg), "graphs": [asdict(r) for r in scg]} if scg else None,
+            "pi": {"summary": pi_report.summarize(pi), "graphs": [asdict(r) for r in pi]} if pi else None,
             "peak_replay_mem_bytes": self.peak_mem if self.cuda else None,
             "cuda_graphs": count_cuda_graphs() if self.cuda else 0,
             "cudagraph_skips": skips.skips,

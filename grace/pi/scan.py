@@ -1,8 +1,12 @@
-"""Finding every reference to a placeholder in a recorded CUDA graph, at capture time.
+"""Finding the pointers into given device ranges that a recorded CUDA graph's nodes hold.
 
-An input may skip its copy only if nothing in the graph reaches its placeholder except the
-pointer-table slots (:func:`grace.pi.plan.plan_graph`). The recorded graph is the ground truth
-for that: each kernel node's parameters are read back with their layout from
+This is the graph-level view that strategies (2) and (3) of PI need (rewriting a vendor
+kernel's parameters on the device or in the instantiated graph): which node holds which pointer
+at which parameter. The tree hook does not use it to decide safety
+(:mod:`grace.pi.tree_hook` matches placeholders by storage identity during the capture),
+because a placeholder is freed during its own capture and later buffers of the same graph may
+sit at its address: an address match after the capture over-approximates. Each kernel node's
+parameters are read back with their layout from
 ``cuFuncGetParamInfo``, and every 8-byte-aligned word of every parameter is taken as a possible
 pointer, so a pointer inside a by-value struct (a CUTLASS ``Params``, a TMA descriptor passed as
 a ``__grid_constant__``) is found as well as a plain pointer argument. Memcpy and memset nodes
@@ -14,7 +18,7 @@ placeholder blocks that input (it keeps its copy), never the reverse. What this 
 pointer stored in device memory by an earlier node (a descriptor written by a kernel); the
 validation replay on perturbed inputs, before a plan is deployed, is the net for that.
 
-The words are read by :func:`references`, which is pure; :func:`read_graph` is the thin layer
+The words are matched by :func:`references`, which is pure; :func:`read_graph` is the thin layer
 over the CUDA driver (``cuda.bindings``) that produces its input.
 """
 

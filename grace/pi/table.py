@@ -24,7 +24,10 @@ DEFAULT_DEPTH = 4
 class PointerTable:
     """Slots in device memory, refilled from a ring of pinned host buffers."""
 
-    def __init__(self, slots: Sequence[Slot], device: Any, depth: int = DEFAULT_DEPTH) -> None:
+    def __init__(self, slots: Sequence[Slot], device: Any, depth: int = DEFAULT_DEPTH,
+                 storage: Any = None) -> None:
+        """``storage``: a 1-d int64 tensor already on ``device`` whose first entries become the
+        table (a graph being recorded bakes slot addresses in before it knows how many it needs)."""
         import torch
 
         if not slots:
@@ -34,7 +37,12 @@ class PointerTable:
         self._offsets = tuple(s.offset for s in self.slots)
         self.device = torch.device(device)
         on_gpu = self.device.type == "cuda"
-        self.table = torch.zeros(len(self.slots), dtype=torch.int64, device=self.device)
+        if storage is None:
+            self.table = torch.zeros(len(self.slots), dtype=torch.int64, device=self.device)
+        elif storage.dtype != torch.int64 or storage.dim() != 1 or storage.numel() < len(self.slots):
+            raise ValueError(f"table storage must be int64 with at least {len(self.slots)} entries")
+        else:
+            self.table = storage[: len(self.slots)]
         self._host = [torch.zeros(len(self.slots), dtype=torch.int64, pin_memory=on_gpu) for _ in range(depth)]
         self._views = [h.numpy() for h in self._host]
         self._events = [torch.cuda.Event() if on_gpu else None for _ in range(depth)]

@@ -1,0 +1,60 @@
+"""The per-run record of parameter indirection's plans (the paper's Table 3), one per graph.
+
+Each recorded graph with placeholders gets a :class:`GraphRecord` when its capture finishes:
+what PT2-CG copies per replay, what is still copied with the plan, the pointers updated per
+replay, the strategy, and why each input that keeps its copy keeps it. The benchmark worker
+reads the records in-process (:func:`records`) into its result rows; they are also logged
+(``GRACE_LOGS=info``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grace.pi.plan import GraphPlan
+
+STRATEGIES = ("triton-ptx",)  # (1) of the issue; the prelude kernel and exec-update strategies come later
+
+
+@dataclass
+class GraphRecord:
+    name: str
+    strategy: str
+    copy_bytes_before: int  # what PT2-CG copies per replay
+    copy_bytes_after: int  # what is still copied per replay, the pointer table excluded
+    pointers: int  # table slots written per replay
+    indirected: list[int]
+    copied: dict[int, str] = field(default_factory=dict)  # input index -> why it keeps its copy
+
+    @staticmethod
+    def of(name: str, plan: GraphPlan, strategy: str = "triton-ptx") -> GraphRecord:
+        return GraphRecord(name, strategy, plan.copy_bytes_before, plan.copy_bytes_after, len(plan.slots),
+                           list(plan.indirected), {d.input_index: d.reason for d in plan.decisions if not d.indirect})
+
+
+_records: list[GraphRecord] = []
+
+
+def add(record: GraphRecord) -> None:
+    _records.append(record)
+
+
+def records() -> list[GraphRecord]:
+    return list(_records)
+
+
+def reset() -> None:
+    _records.clear()
+
+
+def summarize(recs: list[GraphRecord]) -> dict[str, Any]:
+    """Table 3's columns for one run: bytes copied per replay before and after, graphs using PI."""
+    return {
+        "graphs": len(recs),
+        "graphs_with_pi": sum(1 for r in recs if r.indirected),
+        "copy_bytes_pt2_cg": sum(r.copy_bytes_before for r in recs),
+        "copy_bytes_grace": sum(r.copy_bytes_after + 8 * r.pointers for r in recs if r.indirected)
+        + sum(r.copy_bytes_before for r in recs if not r.indirected),
+        "pointers_per_replay": sum(r.pointers for r in recs if r.indirected),
+    }

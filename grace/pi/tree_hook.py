@@ -1,0 +1,332 @@
+"""Parameter indirection inside CUDA graph trees: what the patched tree calls, and when.
+
+Design note
+-----------
+A node of a CUDA graph tree copies every non-static input into its placeholder before each
+replay. With PI, a Triton kernel that reads a placeholder is recorded as its indirected variant
+(:mod:`grace.pi.variant`), launched with the address of a pointer-table slot where the
+placeholder's pointer would be; replays then write the new inputs' pointers into the table
+instead of copying their bytes. Three moments, each a call from the patch
+(``patches/pi/0001-pi-hook-points.patch``):
+
+1. ``CUDAGraphNode._record``, before the capture: :func:`start_recording` notes each
+   placeholder by its storage's identity and allocates the table's device memory, outside the
+   graph's memory pool (a block of the pool that no output owns would fail the tree's
+   ``check_memory_pool``, and the table must outlive the capture). Nothing holds a placeholder:
+   the generated code frees each one after its last use, and a later buffer of the same graph
+   may then sit at its address. That is why a launch argument is matched to a placeholder by
+   storage identity, never by address.
+2. During the capture, :meth:`Recording.launch` (from ``CachingAutotuner.run``) redirects each
+   launch whose pointer arguments are placeholders or views of them (the variant is compiled
+   there, the first time, with this thread's capture mode relaxed so that loading its module
+   does not invalidate the capture), and a dispatch mode notes
+   every ATen operator that is handed one (a cuBLAS matmul, a copy, a fallback kernel): such
+   an input keeps its copy, because that operator reads the placeholder itself.
+3. After the capture, :meth:`Recording.finish` decides per input (:func:`grace.pi.plan.plan_graph`)
+   and returns the node's :class:`PIReplay`, or None if no input is indirected. An input also
+   keeps its copy if its placeholder is still alive after the capture (an output aliases it, and
+   would come back with the placeholder's bytes), if the graph mutates it, or if a launch that
+   read it could not be redirected. The table is filled with the placeholders' own addresses for
+   the tree's first replay, which runs on the recording inputs.
+
+At every replay, :meth:`PIReplay.replay` runs instead of the tree's copy: the guard
+(:class:`grace.pi.guard.ReplayGuard`) sends an input whose alignment, strides or storage offset
+differ from the placeholder's, or that overlaps another indirected input, to the copy path for
+that replay; the remaining copies run as the tree's own; the table is filled on the current
+stream; the graph is replayed. The inputs stay referenced until the replay is queued.
+
+Everything here is capture-time work except :meth:`PIReplay.replay`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from grace.log import get_logger
+from grace.pi import report
+from grace.pi.guard import InputLayout, ReplayGuard
+from grace.pi.plan import GraphPlan, Placeholder, Reference, Slot, plan_graph
+from grace.pi.table import PointerTable
+
+log = get_logger("grace.pi")
+
+TABLE_CAPACITY = 1024  # slots a graph may use; 8 KiB of device memory per recorded graph
+ALIGNMENT = 16  # Triton specializes pointer arguments on 16-byte divisibility
+
+
+@dataclass
+class _Tracked:
+    """A placeholder during capture: its input, identity, address and layout."""
+
+    input_index: int
+    storage: Any  # torch.multiprocessing.reductions.StorageWeakRef
+    data_ptr: int
+    placeholder: Placeholder
+    layout: InputLayout
+
+
+@dataclass
+class Recording:
+    """One node's capture: placeholders by storage identity, slots handed out, and uses seen."""
+
+    device: Any
+    tracked: dict[int, _Tracked]  # storage cdata -> placeholder
+    table_storage: Any
+    slots: list[Slot] = field(default_factory=list)
+    blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
+    variants: dict[tuple, Any] = field(default_factory=dict)
+    build_variant: Any = None  # (autotuner, config, arg_names) -> CachingAutotuner; tests replace it
+
+    # -- during the capture ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Redirect Triton launches and watch ATen operators while the graph records."""
+        from torch._inductor.runtime import triton_heuristics
+
+        previous = getattr(triton_heuristics, "_grace_pi_recording", None)
+        triton_heuristics._grace_pi_recording = self
+        try:
+            with _PlaceholderUses(self):
+                yield
+        finally:
+            triton_heuristics._grace_pi_recording = previous
+
+    def owner_of(self, arg: Any) -> _Tracked | None:
+        import torch
+
+        if not isinstance(arg, torch.Tensor) or arg.device != self.device:
+            return None
+        return self.tracked.get(arg.untyped_storage()._cdata)
+
+    def block(self, input_index: int, why: str) -> None:
+        reasons = self.blocked.setdefault(input_index, [])
+        if why not in reasons:
+            reasons.append(why)
+
+    def launch(self, autotuner: Any, launcher: Any, args: Sequence[Any], kwargs: dict, stream: Any) -> Any:
+        """Launch ``autotuner``'s indirected variant if its arguments read placeholders.
+
+        Returns ``NotImplemented`` when the stock launch should run (no placeholder read, or the
+        variant could not be made, in which case the inputs it reads keep their copies).
+        """
+        name = autotuner.fn.__name__
+        readers = [(pos, t) for pos, t in ((pos, self.owner_of(a)) for pos, a in enumerate(args)) if t]
+        if not readers:
+            return NotImplemented
+        try:
+            arg_names = _runtime_arg_names(autotuner, launcher, len(args))
+            mutated = set(autotuner.inductor_meta.get("mutated_arg_names", ()))
+            for pos, t in readers:
+                if arg_names[pos] in mutated:
+                    raise _NotRedirected(f"{name} writes {arg_names[pos]}")
+            key = (name, tuple(pos for pos, _ in readers), _config_key(launcher.config))
+            variant = self.variants.get(key)
+            if variant is None:
+                build = self.build_variant or _default_build_variant
+                with _relaxed_capture(self.device):
+                    variant = build(autotuner, launcher.config, [arg_names[pos] for pos, _ in readers])
+                self.variants[key] = variant
+            new_args = list(args)
+            for pos, t in readers:
+                if len(self.slots) >= self.table_storage.numel():
+                    raise _NotRedirected(f"the pointer table is full ({self.table_storage.numel()} slots)")
+                offset = args[pos].data_ptr() - t.data_ptr
+                self.slots.append(Slot(t.input_index, offset, name))
+                new_args[pos] = self.table_storage.data_ptr() + 8 * (len(self.slots) - 1)
+        except Exception as e:  # not redirected: the stock launch reads the placeholders
+            for _, t in readers:
+                self.block(t.input_index, f"{name} not redirected ({type(e).__name__}: {e})")
+            log.debug("PI: %s launched as recorded: %s", name, e)
+            return NotImplemented
+        with _relaxed_capture(self.device):  # its first launch loads its module
+            return variant.run(*new_args, stream=stream, **kwargs)
+
+    # -- after the capture ----------------------------------------------------------------
+
+    def finish(self, mutated_input_idxs: Sequence[int], node_name: str) -> PIReplay | None:
+        """The plan for this graph, and its replay state if any input is indirected."""
+        for t in self.tracked.values():
+            if not t.storage.expired():
+                self.block(t.input_index, "an output aliases it")
+            if t.input_index in mutated_input_idxs:
+                self.block(t.input_index, "the graph mutates it")
+        placeholders = [t.placeholder for t in self.tracked.values()]
+        references = [Reference(t.data_ptr, "other", "; ".join(self.blocked[t.input_index]))
+                      for t in self.tracked.values() if t.input_index in self.blocked]
+        plan = plan_graph(placeholders, self.slots, references)
+        _log_plan(node_name, plan)
+        report.add(report.GraphRecord.of(node_name, plan))
+        if not self.slots:
+            return None
+        layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
+        placeholder_ptrs = {t.input_index: t.data_ptr for t in self.tracked.values()}
+        table = PointerTable(self.slots, self.device, storage=self.table_storage)
+        replay = PIReplay(plan, table, ReplayGuard(layouts), placeholder_ptrs)
+        replay.fill_with_placeholders()
+        return replay if plan.indirected else _CopyAllReplay(replay)
+
+
+class _NotRedirected(Exception):
+    pass
+
+
+def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int]) -> Recording | None:
+    """Before the capture: note the placeholders (``inputs`` are the recording inputs)."""
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    tracked: dict[int, _Tracked] = {}
+    for i in non_static_input_idx:
+        t = inputs[i]
+        if not isinstance(t, torch.Tensor) or t.untyped_storage().data_ptr() == 0:
+            continue
+        nbytes = t.untyped_storage().nbytes()
+        placeholder = Placeholder(i, t.data_ptr(), nbytes, t.numel() * t.element_size())
+        tracked[t.untyped_storage()._cdata] = _Tracked(i, StorageWeakRef(t.untyped_storage()), t.data_ptr(),
+                                                       placeholder, InputLayout.of(i, t, ALIGNMENT))
+    if not tracked:
+        return None
+    storage = torch.zeros(TABLE_CAPACITY, dtype=torch.int64, device=device)
+    return Recording(torch.device(device), tracked, storage)
+
+
+class PIReplay:
+    """A node's replay with indirected inputs: guard, remaining copies, table fill, replay."""
+
+    def __init__(self, plan: GraphPlan, table: PointerTable, guard: ReplayGuard,
+                 placeholder_ptrs: dict[int, int]) -> None:
+        import torch
+        from torch._inductor.cudagraph_trees import index_expanded_dims
+
+        self._foreach_copy = torch._foreach_copy_
+        self._index_expanded_dims = index_expanded_dims
+        self.plan = plan
+        self.table = table
+        self.guard = guard
+        self.indirected = frozenset(plan.indirected)
+        self._placeholder_ptrs = placeholder_ptrs
+        self._ptrs = [0] * (max(placeholder_ptrs) + 1)
+        for i, p in placeholder_ptrs.items():
+            self._ptrs[i] = p
+
+    def fill_with_placeholders(self) -> None:
+        self.table.fill(self._ptrs)
+
+    def replay(self, node: Any, new_inputs: list[Any]) -> None:
+        """Stands for the tree's ``_copy_inputs_and_remove_from_src`` and ``run_graph``."""
+        index_expanded_dims = self._index_expanded_dims
+        fallback = self.guard.must_copy(new_inputs)
+        ptrs = self._ptrs
+        dst, src = [], []
+        for idx in node.non_static_input_idx:
+            x = new_inputs[idx]
+            if not hasattr(x, "data_ptr"):
+                continue
+            if idx in self.indirected and idx not in fallback:
+                ptrs[idx] = x.data_ptr()
+                continue
+            ptrs[idx] = self._placeholder_ptrs.get(idx, 0)
+            dims = node.expanded_dims[idx]
+            dst.append(index_expanded_dims(node.reconstructed_inputs[idx], dims))
+            src.append(index_expanded_dims(x, dims))
+        if dst:
+            self._foreach_copy(dst, src)
+        self.table.fill(ptrs)
+        node.run_graph()
+
+
+class _CopyAllReplay(PIReplay):
+    """Slots were handed out but every input keeps its copy: the slots keep the placeholders'
+    addresses, which never change, so a replay is the tree's own."""
+
+    def __init__(self, inner: PIReplay) -> None:
+        self.__dict__.update(inner.__dict__)
+
+    def replay(self, node: Any, new_inputs: list[Any]) -> None:
+        node._copy_inputs_and_remove_from_src(node.reconstructed_inputs, new_inputs)
+        node.run_graph()
+
+
+class _PlaceholderUses:
+    """A dispatch mode that notes every non-view ATen operator handed a placeholder."""
+
+    def __init__(self, recording: Recording) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        rec = recording
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                from torch.utils._pytree import tree_leaves
+
+                if not func.is_view:
+                    for leaf in tree_leaves((args, kwargs or {})):
+                        t = rec.owner_of(leaf)
+                        if t is not None:
+                            rec.block(t.input_index, f"read by {func}")
+                return func(*args, **(kwargs or {}))
+
+        self._mode = Mode()
+
+    def __enter__(self) -> None:
+        self._mode.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)
+
+
+@contextlib.contextmanager
+def _relaxed_capture(device: Any) -> Iterator[None]:
+    """Let this thread load a CUDA module while its stream captures.
+
+    The tree captures in thread-local mode, where loading a module (a variant built, or a
+    binary's first launch) is a "potentially unsafe" call that would invalidate the capture.
+    Loading enqueues nothing on the capturing stream, so relaxed mode is right for it; the
+    previous mode is restored at once.
+    """
+    if getattr(device, "type", device) != "cuda":
+        yield
+        return
+    from cuda.bindings import driver
+
+    relaxed = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    err, previous = driver.cuThreadExchangeStreamCaptureMode(relaxed)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuThreadExchangeStreamCaptureMode: {driver.CUresult(err).name}")
+    try:
+        yield
+    finally:
+        driver.cuThreadExchangeStreamCaptureMode(previous)
+
+
+def _runtime_arg_names(autotuner: Any, launcher: Any, count: int) -> list[str]:
+    """The names of a launch's positional arguments: the kernel's, less its compile-time constants."""
+    constants = set(launcher.config.kwargs) | set(autotuner.triton_meta.get("constants", {}))
+    signature = autotuner.triton_meta["signature"]
+    names = [n for n in autotuner.fn.arg_names if n not in constants and signature.get(n) != "constexpr"]
+    if len(names) != count:
+        raise _NotRedirected(f"launch has {count} arguments, expected {names}")
+    return names
+
+
+def _config_key(config: Any) -> tuple:
+    return (tuple(sorted(config.kwargs.items())), config.num_warps, config.num_stages)
+
+
+def _default_build_variant(autotuner: Any, config: Any, arg_names: Sequence[str]) -> Any:
+    from grace.pi.variant import indirected_variant
+
+    return indirected_variant(autotuner, config, arg_names)
+
+
+def _log_plan(node_name: str, plan: GraphPlan) -> None:
+    if plan.indirected:
+        log.info("PI %s: %d input(s) indirected through %d slot(s); per replay %d B copied instead of %d B",
+                 node_name, len(plan.indirected), len(plan.slots), plan.copy_bytes_after, plan.copy_bytes_before)
+    for d in plan.decisions:
+        if not d.indirect:
+            log.info("PI %s: input %d keeps its copy: %s", node_name, d.input_index, d.reason)

@@ -1,0 +1,198 @@
+"""PI's tree hook on the CPU: placeholders matched by storage, launches redirected to slots,
+ATen readers and aliasing outputs keeping copies, and the replay's copies and table values.
+
+The capture itself needs a GPU (tests/test_pi_cuda.py); here the recording runs on CPU tensors
+with a stand-in for Triton's autotuner, so each rule is checked on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from grace.pi import tree_hook
+from grace.pi.tree_hook import PIReplay, start_recording
+
+
+@dataclass
+class FakeVariant:
+    calls: list[tuple] = field(default_factory=list)
+
+    def run(self, *args: Any, stream: Any, **kwargs: Any) -> str:
+        self.calls.append(args)
+        return "variant launched"
+
+
+def autotuner(name: str = "triton_poi_fused_add_0", mutated: tuple[str, ...] = ()) -> Any:
+    signature = {"in_ptr0": "*fp32", "in_ptr1": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32",
+                 "XBLOCK": "constexpr"}
+    fn = SimpleNamespace(__name__=name, arg_names=list(signature))
+    return SimpleNamespace(fn=fn, triton_meta={"signature": signature, "constants": {}},
+                           inductor_meta={"mutated_arg_names": list(mutated)})
+
+
+LAUNCHER = SimpleNamespace(config=SimpleNamespace(kwargs={"XBLOCK": 128}, num_warps=4, num_stages=1))
+
+
+@pytest.fixture
+def recording() -> tuple[Any, list[torch.Tensor], list[FakeVariant]]:
+    placeholders = [torch.zeros(64), torch.zeros(16, 4), 7]  # input 2 is an int, never a placeholder
+    rec = start_recording("cpu", placeholders, non_static_input_idx=[0, 1, 2])
+    built: list[FakeVariant] = []
+
+    def build(autotuner: Any, config: Any, names: list[str]) -> FakeVariant:
+        built.append(FakeVariant())
+        built[-1].names = names  # type: ignore[attr-defined]
+        return built[-1]
+
+    rec.build_variant = build
+    return rec, placeholders, built
+
+
+def test_a_launch_reading_placeholders_goes_to_the_variant_with_slot_addresses(recording) -> None:
+    rec, (x, y, _), built = recording
+    buf = torch.zeros(64)
+    view = torch.as_strided(y, (8, 4), (4, 1), storage_offset=32)  # reinterpret_tensor(arg1_1, ..., 32)
+    assert rec.launch(autotuner(), LAUNCHER, [x, view, buf, 64], {}, stream=0) == "variant launched"
+    (variant,) = built
+    assert variant.names == ["in_ptr0", "in_ptr1"]
+    ((a0, a1, a2, a3),) = variant.calls
+    base = rec.table_storage.data_ptr()
+    assert (a0, a1) == (base, base + 8) and a2 is buf and a3 == 64
+    assert [(s.input_index, s.offset) for s in rec.slots] == [(0, 0), (1, 32 * 4)]
+    rec.launch(autotuner(), LAUNCHER, [x, view, buf, 64], {}, stream=0)
+    assert len(built) == 1, "the variant is built once per kernel, arguments and config"
+    assert len(rec.slots) == 4, "each launch gets its own slots"
+
+
+def test_a_launch_without_placeholders_is_stock(recording) -> None:
+    rec, _, built = recording
+    other = torch.zeros(64)
+    assert rec.launch(autotuner(), LAUNCHER, [other, other, other, 64], {}, stream=0) is NotImplemented
+    assert not built and not rec.slots and not rec.blocked
+
+
+def test_a_matching_address_is_not_enough_storage_identity_decides(recording) -> None:
+    rec, (x, _, _), _ = recording
+    same_address = torch.tensor([], dtype=torch.float32).set_(x.untyped_storage())  # new tensor, same storage
+    assert rec.owner_of(same_address) is not None
+    stranger = torch.from_numpy(x.numpy())  # another storage object over the same bytes
+    assert stranger.data_ptr() == x.data_ptr() and rec.owner_of(stranger) is None
+
+
+def test_a_kernel_that_writes_the_input_or_cannot_be_built_leaves_the_input_copied(recording) -> None:
+    rec, (x, y, _), _ = recording
+    other = torch.zeros(64)
+    assert rec.launch(autotuner(mutated=("in_ptr0",)), LAUNCHER, [x, other, other, 64], {}, stream=0) \
+        is NotImplemented
+    assert list(rec.blocked) == [0] and "writes in_ptr0" in rec.blocked[0][0]
+
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("no module source")
+
+    rec.build_variant = broken
+    assert rec.launch(autotuner("triton_other_1"), LAUNCHER, [y, y, y, 64], {}, stream=0) is NotImplemented
+    assert "no module source" in rec.blocked[1][0]
+
+
+def test_aten_readers_block_and_views_do_not(recording) -> None:
+    rec, (x, y, _), _ = recording
+    with rec.active():
+        from torch._inductor.runtime import triton_heuristics
+
+        assert triton_heuristics._grace_pi_recording is rec
+        x.view(8, 8)[2:]  # views read nothing
+        assert not rec.blocked
+        torch.mm(y, torch.ones(4, 2))  # an extern kernel reads input 1 itself
+    from torch._inductor.runtime import triton_heuristics
+
+    assert triton_heuristics._grace_pi_recording is None
+    assert list(rec.blocked) == [1] and "aten.mm" in rec.blocked[1][0]
+
+
+def _node(placeholders: list[Any]) -> Any:
+    node = SimpleNamespace(non_static_input_idx=[0, 1, 2], expanded_dims=[[], [], []],
+                           reconstructed_inputs=[p.clone() if isinstance(p, torch.Tensor) else p for p in placeholders],
+                           replays=0)
+    node.run_graph = lambda: setattr(node, "replays", node.replays + 1)
+    return node
+
+
+def test_finish_indirects_read_only_inputs_and_the_replay_fills_pointers(recording) -> None:
+    rec, placeholders, _ = recording
+    x, y, _ = placeholders
+    rec.launch(autotuner(), LAUNCHER, [x, y[4:], torch.zeros(1), 64], {}, stream=0)  # rows 4.. : 64 bytes in
+    node = _node(placeholders)
+    ptr0, ptr1 = x.data_ptr(), y.data_ptr()
+    placeholders[:2] = [None, None]
+    del x, y  # the capture freed the placeholders
+    replay = rec.finish(mutated_input_idxs=[], node_name="graph 0")
+    assert isinstance(replay, PIReplay) and replay.plan.indirected == (0, 1)
+    assert rec.table_storage[:2].tolist() == [ptr0, ptr1 + 64], "first replay reads the placeholders"
+    a, b = torch.randn(64), torch.randn(16, 4)
+    before = node.reconstructed_inputs[0].clone()
+    replay.replay(node, [a, b, 7])
+    assert node.replays == 1
+    assert rec.table_storage[:2].tolist() == [a.data_ptr(), b.data_ptr() + 64]
+    assert torch.equal(node.reconstructed_inputs[0], before), "an indirected input is not copied"
+
+
+def test_guard_failure_copies_that_replay_and_points_its_slot_at_the_placeholder(recording) -> None:
+    rec, placeholders, _ = recording
+    x, y, _ = placeholders
+    rec.launch(autotuner(), LAUNCHER, [x, y, torch.zeros(1), 64], {}, stream=0)
+    node = _node(placeholders)
+    ptr0 = x.data_ptr()
+    placeholders[:2] = [None, None]
+    del x, y
+    replay = rec.finish([], "graph 0")
+    node.reconstructed_inputs[0] = torch.empty(64)  # the copy target stands for the placeholder
+    misaligned = torch.randn(65)[1:]  # 4 bytes past an aligned address
+    b = torch.randn(16, 4)
+    replay.replay(node, [misaligned, b, 7])
+    assert torch.equal(node.reconstructed_inputs[0], misaligned), "copied as PT2-CG does"
+    assert rec.table_storage[:2].tolist() == [ptr0, b.data_ptr()]
+
+
+def test_an_output_aliasing_a_placeholder_or_a_mutated_input_keeps_the_copy(recording) -> None:
+    rec, placeholders, _ = recording
+    x, y, _ = placeholders
+    rec.launch(autotuner(), LAUNCHER, [x, y, torch.zeros(1), 64], {}, stream=0)
+    alias = y.view(-1)  # an output that is a view of input 1 keeps its storage alive
+    placeholders[:2] = [None, None]
+    del x, y
+    replay = rec.finish(mutated_input_idxs=[0], node_name="graph 0")
+    decisions = {d.input_index: d for d in replay.plan.decisions}
+    assert not decisions[0].indirect and "mutates" in decisions[0].reason
+    assert not decisions[1].indirect and "aliases" in decisions[1].reason
+    assert isinstance(replay, tree_hook._CopyAllReplay)
+    del alias
+
+
+def test_nothing_to_track_means_no_recording() -> None:
+    assert start_recording("cpu", [3, torch.zeros(2)], non_static_input_idx=[0]) is None
+
+
+def test_each_finished_recording_is_reported_for_table_3(recording) -> None:
+    from grace.pi import report
+
+    report.reset()
+    rec, placeholders, _ = recording
+    x, y, _ = placeholders
+    rec.launch(autotuner(), LAUNCHER, [x, y, torch.zeros(1), 64], {}, stream=0)
+    rec.block(1, "read by aten.mm.default")
+    placeholders[:2] = [None, None]
+    del x, y
+    rec.finish([], "graph 3")
+    (r,) = report.records()
+    assert (r.name, r.indirected, r.pointers, r.strategy) == ("graph 3", [0], 2, "triton-ptx")
+    assert r.copy_bytes_before == 64 * 4 * 2 and r.copy_bytes_after == 64 * 4
+    assert "aten.mm" in r.copied[1]
+    summary = report.summarize(report.records())
+    assert summary == {"graphs": 1, "graphs_with_pi": 1, "copy_bytes_pt2_cg": 512,
+                       "copy_bytes_grace": 256 + 16, "pointers_per_replay": 2}
+    report.reset()
