@@ -88,6 +88,27 @@ def _scg_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    import torch
+
+    from grace.bench.workloads import get
+
+    try:
+        get(args.workload)
+    except KeyError as e:
+        print(f"grace explain: {e.args[0]}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("grace explain: needs a CUDA GPU (Inductor only partitions graphs for CUDA graphs when it "
+              "compiles for one); torch.cuda.is_available() is False here", file=sys.stderr)
+        return 2
+    from grace.cgct.explain import explain_workload, render
+
+    print(f"grace explain: {args.workload}, {args.iterations} iteration(s), torch.compile(mode={args.mode!r})")
+    print(render(explain_workload(args.workload, args.iterations, args.size, args.batch_size, args.mode)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grace", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -102,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("scg-report", help="print an SCG decision report (default: the latest one)")
     r.add_argument("file", nargs="?", type=Path, default=None)
     r.set_defaults(fn=_scg_report)
+    e = sub.add_parser("explain", help="why a workload's kernels stay out of CUDA graphs (GPU)")
+    e.add_argument("workload", help="a registered workload (python -m grace.bench --list)")
+    e.add_argument("--iterations", type=int, default=3)
+    e.add_argument("--size", choices=["full", "tiny"], default="full")
+    e.add_argument("--batch-size", type=int, default=None)
+    e.add_argument("--mode", default="reduce-overhead")
+    e.set_defaults(fn=_explain)
     args = parser.parse_args(argv)
     return args.fn(args)
 
