@@ -4,7 +4,9 @@ each with its root cause and the user's source line (issue 6, part 1).
 Inductor already says most of it, under ``TORCH_LOGS=cudagraphs``: the scheduler logs every
 graph's partitions and, for each node of a partition that cannot be graphed, the reason, the
 IR node, the FX node and the user's stack trace; the tree and ``cudagraph_utils`` log every
-graph skipped whole; Dynamo logs graph breaks under ``graph_breaks``. :class:`Collector` is a
+graph skipped whole; Dynamo logs graph breaks under ``graph_breaks``; and CGCT logs each input
+it made GPU-resident, or left on the CPU with the reason (``grace.cgct``), which is how a cause
+that GraCE removed is still listed, as fixed. :class:`Collector` is a
 logging handler that turns those records into :class:`Finding` objects while a program runs,
 so nothing in torch is patched for it; :func:`classify` maps each upstream reason to one of the
 root causes CGCT is about (:data:`CAUSES`), and :func:`render` prints them grouped by cause.
@@ -35,14 +37,11 @@ CAUSES = {
     "other": "other",
 }
 
-# What GraCE rewrites, by cause; a finding whose cause is not here was left as stock PyTorch
-# leaves it. Empty until CGCT's rewrites land.
-FIXED_BY: dict[str, str] = {}
-
 LOGGERS = ("torch._inductor.scheduler.__cudagraphs",
            "torch._inductor.cudagraph_utils.__cudagraphs",
            "torch._inductor.cudagraph_trees.__cudagraphs",
-           "torch._dynamo.symbolic_convert.__graph_breaks")
+           "torch._dynamo.symbolic_convert.__graph_breaks",
+           "grace.cgct")  # CGCT's own rewrites and refusals
 
 _CREATED = re.compile(r"Created (\d+) graph partitions: (\d+) cudagraphable, (\d+) non-cudagraphable")
 _PARTITION = re.compile(r"^\s*Partition (\d+): (\d+) nodes, (non-cudagraphable|cudagraphable)")
@@ -50,6 +49,8 @@ _NODE = re.compile(r"^\s*(\w+): reason=(.*?), ir=(\w+)(?:, fx=(.*))?$")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _BREAK_AT = re.compile(r"Graph break in user code at ([^\n:]+):(\d+)")
 _BREAK_REASON = re.compile(r"Graph Break Reason: (.*)")
+_STAGED = re.compile(r"CGCT: input (\d+) \((.*)\) made GPU-resident: (.*)")
+_KEPT = re.compile(r"CGCT: input (\d+) \((.*)\) stays on the CPU: (.*)")
 
 
 @dataclass
@@ -77,10 +78,7 @@ class Finding:
     fx: str = ""
     source: SourceLine | None = None
     kept_out: int = 0  # nodes of its non-cudagraphable partition attributed to it
-
-    @property
-    def fixed_by(self) -> str | None:
-        return FIXED_BY.get(self.cause)
+    fixed_by: str | None = None  # the GraCE rewrite that removed it, if one did
 
 
 @dataclass
@@ -149,6 +147,7 @@ class Collector(logging.Handler):
         self._partition: list[Finding] = []
         self._stack: list[str] = []
         self._seen_skips: set[str] = set()
+        self._seen_rewrites: set[tuple] = set()
 
     # -- records --------------------------------------------------------------------------
 
@@ -186,6 +185,17 @@ class Collector(logging.Handler):
         if self._last is not None and msg.startswith("         "):
             self._stack.append(msg.strip())
             return
+        if m := _STAGED.match(msg):
+            self._close_node()
+            cause = "cpu-tensor-copy" if m.group(3).startswith("mirrored") else "cpu-scalar"
+            self._add_once(Finding(cause, f"{m.group(2)}: {m.group(3)}", "rewrite", len(self.explanation.graphs),
+                                   fixed_by="CGCT input staging"))
+            return
+        if m := _KEPT.match(msg):
+            self._close_node()
+            self._add_once(Finding("cpu-op", f"{m.group(2)} left on the CPU by CGCT: {m.group(3)}", "rewrite",
+                                   len(self.explanation.graphs)))
+            return
         if "skipping cudagraphs due to" in msg.lower():
             self._close_node()
             self._skip(msg)
@@ -193,6 +203,13 @@ class Collector(logging.Handler):
         if "Graph break" in msg or "Graph Break Reason" in msg:
             self._close_node()
             self._graph_break(msg)
+
+    def _add_once(self, finding: Finding) -> None:
+        """Dynamo may compile a frame twice (a restart); a rewrite is reported once per graph."""
+        key = (finding.kind, finding.reason, finding.graph)
+        if key not in self._seen_rewrites:
+            self._seen_rewrites.add(key)
+            self.explanation.findings.append(finding)
 
     def _close_node(self) -> None:
         if self._last is not None and self._stack:
@@ -262,7 +279,8 @@ def render(explanation: Explanation) -> str:
     for cause, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
         out.append(f"\n{CAUSES[cause]} ({len(items)}):")
         for f in items:
-            where = f"graph {f.graph}" if f.graph >= 0 else "Dynamo"
+            where = f"graph {f.graph}" if f.graph >= 0 and f.kind != "rewrite" else (
+                "Dynamo" if f.kind == "graph-break" else "CGCT")
             what = f"{f.node} ({f.ir}) {f.fx}: {f.reason}" if f.node else f.reason
             fixed = f"fixed by GraCE ({f.fixed_by})" if f.fixed_by else "not fixed by GraCE"
             kept = f"; its partition keeps {f.kept_out} node(s) out of CUDA graphs" if f.kept_out else ""
