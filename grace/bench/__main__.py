@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                              "a mode has one of these comma-separated statuses: error, timeout, mismatch")
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="start no new workload after this many seconds (finish with --resume)")
+    parser.add_argument("--coverage", type=int, default=0, metavar="N",
+                        help="after timing, profile N iterations per mode: share of kernels in CUDA graphs (Table 2)")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
@@ -135,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                         timeout_s=args.timeout, device=args.device, size=args.size,
                         scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
                         timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
-                        stop_after_s=args.stop_after)
+                        stop_after_s=args.stop_after, coverage=args.coverage)
     out_dir = run(settings, targets, modes)
     import json
 

@@ -56,6 +56,7 @@ class Settings:
     scg_cache: Path | None = None  # SCG decision cache; None: a fresh one in the run directory
     timing_lock: Path | None = None  # a file runners sharing the GPU lock around timed rounds
     stop_after_s: float | None = None  # start no workload after this many seconds
+    coverage: int = 0  # iterations profiled per mode after timing for Table 2 (0: none)
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -171,7 +172,8 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
     log_path = out_dir / "logs" / f"{target.workload.name}.{mode.name}.log"
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
            "--mode", mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
-           "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu)]
+           "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu),
+           "--coverage", str(settings.coverage)]
     scg_cache = settings.scg_cache or out_dir / "scg-cache"
     scg_report = out_dir / "scg" / f"{target.workload.name}.{mode.name}.json"
     scg_report.parent.mkdir(exist_ok=True)
@@ -255,7 +257,8 @@ def exclusive(lock_path: Path | None, what: str) -> Iterator[None]:
 
 def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     row = worker.row
-    for key in ("peak_replay_mem_bytes", "cuda_graphs", "cudagraph_skips", "partition_reasons", "check", "scg", "pi"):
+    for key in ("peak_replay_mem_bytes", "cuda_graphs", "cudagraph_skips", "partition_reasons", "check", "scg", "pi",
+                "coverage"):
         row[key] = message.get(key)
     row["samples_us"] = worker.samples
     row["iter_us"] = summary(worker.samples)

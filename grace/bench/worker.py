@@ -38,6 +38,7 @@ from grace.bench.modes import MODES, Mode
 from grace.bench.workloads import Workload, get
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
+COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
 RNG_SEED_BASE = 7_000_000  # stochastic workloads' per-sample seeds, apart from the weights' seed 0
 
 
@@ -200,6 +201,19 @@ class Case:
             self.fp64_arbitrated += 1
         return remaining
 
+    def coverage(self, iterations: int) -> dict[str, Any]:
+        """Kernels that ran inside CUDA graphs over ``iterations`` profiled steps (Table 2), untimed."""
+        from dataclasses import asdict
+
+        from grace.cgct.coverage import measure
+
+        def step(i: int) -> None:
+            self.seed(COVERAGE_SAMPLE_BASE + i)
+            self.step(self.fn, self.model, self.inputs(COVERAGE_SAMPLE_BASE + i))
+
+        cov = measure(step, iterations)
+        return {**asdict(cov), "share": cov.share, "iterations": iterations}
+
     def summary(self, skips: SkipLog) -> dict[str, Any]:
         from dataclasses import asdict
 
@@ -294,7 +308,8 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
                 pinned = True
             send({"event": "samples", "us": [case.timed(s) for s in command["samples"]]})
         elif command["cmd"] == "finish":
-            send({"event": "summary", **case.summary(skips)})
+            coverage = case.coverage(args.coverage) if args.coverage and case.cuda else None
+            send({"event": "summary", **case.summary(skips), "coverage": coverage})
             return
         else:
             raise ValueError(f"unknown command {command!r}")
@@ -309,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--size", default="full", choices=["full", "tiny"])
     parser.add_argument("--pin-cpu", type=int, default=-1, help="core for the timing thread; -1: none")
+    parser.add_argument("--coverage", type=int, default=0,
+                        help="after timing, profile this many iterations for the share of kernels in CUDA graphs")
     args = parser.parse_args(argv)
     proto = _protocol_stream()
     try:
