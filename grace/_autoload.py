@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from grace.paths import cache_dir
+from grace.paths import cache_dir, current_overlay_file
 
 _installed: "OverlayFinder | None" = None
 
@@ -69,7 +69,7 @@ class OverlayFinder(importlib.abc.MetaPathFinder):
 def read_current_overlay() -> tuple[Path, dict] | None:
     root = cache_dir() / "overlay"
     try:
-        key = json.loads((root / "current.json").read_text())["key"]
+        key = json.loads((root / current_overlay_file()).read_text())["key"]
         overlay_dir = root / key
         return overlay_dir, json.loads((overlay_dir / "manifest.json").read_text())
     except (OSError, ValueError, KeyError):

@@ -6,7 +6,9 @@ pins are read from the checkout itself: one source of truth, no copies in site-p
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,6 +29,15 @@ def cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "grace"
+
+
+def current_overlay_file() -> str:
+    """The name of the pointer to this Python environment's current overlay.
+
+    One per environment (``sys.prefix``), so that two checkouts or virtual environments sharing
+    a cache directory, each with its own patch series, never switch each other's overlay.
+    """
+    return f"current-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}.json"
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -56,6 +56,15 @@ def test_numpy_temperature_changing_between_calls_is_read_fresh(cgct) -> None:
         m.temperature = np.float64(t)
         q = torch.randn(4, 32, 64, device="cuda")
         torch.testing.assert_close(compiled(q), m(q), msg=f"call {step}, temperature {t}")
+    assert _graphs() == 2, "the constant's graph, then one whose staged temperature changes freely"
+
+
+def test_constant_numpy_temperature_is_one_graph(cgct) -> None:
+    m = Attention(np.power(64, 0.5)).cuda()
+    compiled = torch.compile(m, mode="reduce-overhead")
+    for _ in range(5):
+        q = torch.randn(4, 32, 64, device="cuda")
+        torch.testing.assert_close(compiled(q), m(q))
     assert _graphs() == 1
 
 

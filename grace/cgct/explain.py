@@ -51,6 +51,7 @@ _BREAK_AT = re.compile(r"Graph break in user code at ([^\n:]+):(\d+)")
 _BREAK_REASON = re.compile(r"Graph Break Reason: (.*)")
 _STAGED = re.compile(r"CGCT: input (\d+) \((.*)\) made GPU-resident: (.*)")
 _KEPT = re.compile(r"CGCT: input (\d+) \((.*)\) stays on the CPU: (.*)")
+_SPECIALIZED = re.compile(r"CGCT: numpy scalar (.*) = (.*) specialized like a Python float")
 
 
 @dataclass
@@ -190,6 +191,11 @@ class Collector(logging.Handler):
             cause = "cpu-tensor-copy" if m.group(3).startswith("mirrored") else "cpu-scalar"
             self._add_once(Finding(cause, f"{m.group(2)}: {m.group(3)}", "rewrite", len(self.explanation.graphs),
                                    fixed_by="CGCT input staging"))
+            return
+        if m := _SPECIALIZED.match(msg):
+            self._close_node()
+            self._add_once(Finding("cpu-scalar", f"{m.group(1)} = {m.group(2)}: a guarded constant, as a Python float",
+                                   "rewrite", len(self.explanation.graphs), fixed_by="CGCT numpy scalar specialization"))
             return
         if m := _KEPT.match(msg):
             self._close_node()

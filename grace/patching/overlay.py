@@ -20,12 +20,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grace.paths import cache_dir, write_atomic
+from grace.paths import cache_dir, current_overlay_file, write_atomic
 from grace.patching.series import SeriesEntry
 from grace.patching.unidiff import HunkFailure, apply_file
 
 MANIFEST = "manifest.json"
-CURRENT = "current.json"
+CURRENT = current_overlay_file()
 
 
 class PatchApplyError(RuntimeError):
