@@ -4,7 +4,8 @@
 decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
 ``--second-run-id`` for a run that reused the first run's decision cache). ``baseline`` writes
 ``baseline_pt2.csv`` (stock PT2 on every workload: times, compile times, graphs, skip reasons)
-and its figure.
+and its figure. ``tables23`` writes Table 2 (share of kernels in CUDA graphs, from rows of a run
+made with ``--coverage``) and Table 3 (bytes copied per replay with and without PI).
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
 so that ``make figures`` before ``make experiments`` says what to do instead of a traceback.
@@ -21,7 +22,7 @@ from typing import Sequence
 from grace.log import get_logger
 from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
-FIGURES = ("figure10", "figure11", "scg", "baseline")
+FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -66,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.figure == "baseline":
         return baseline_report(rows, args)
+    if args.figure == "tables23":
+        return tables23_report(rows, args)
     if args.figure == "scg":
         second = figures.load_run(args.experiment, args.second_run_id, args.results_dir) if args.second_run_id else None
         return scg_report(rows, second, args)
@@ -125,6 +128,23 @@ def scg_report(rows: list[dict], second: list[dict] | None, args: argparse.Names
     if compile_records:
         for path in scg.draw_figure13(compile_records, args.figures_dir):
             print(f"wrote {path}")
+    return 0
+
+
+def tables23_report(rows: list[dict], args: argparse.Namespace) -> int:
+    from grace.report import cgct_pi
+    from grace.report import records as records_io
+
+    outputs = {args.tables_dir / "table2_cgct_coverage.csv": cgct_pi.table2(rows),
+               args.tables_dir / "table3_pi_copy.csv": cgct_pi.table3(rows)}
+    for path, records in outputs.items():
+        if not records:
+            print(f"grace.report: no rows for {path.name} in this run "
+                  f"({'run the bench with --coverage N' if 'table2' in path.name else 'no graph used PI'})")
+            continue
+        print(f"wrote {records_io.write_csv(path, records)}")
+        print(records_io.format_rows(records))
+        print()
     return 0
 
 

@@ -1,0 +1,26 @@
+"""Tables 2 and 3 from synthetic bench rows (the shapes the worker writes)."""
+
+from __future__ import annotations
+
+from grace.report.cgct_pi import table2, table3
+
+
+def _row(mode: str, **extra: object) -> dict:
+    return {"workload": "micro-eos", "mode": mode, "status": "ok", **extra}
+
+
+def test_table2_takes_coverage_of_graph_modes_only() -> None:
+    cov = {"iterations": 3, "kernels": 30, "in_graphs": 27, "unlinked": 0, "share": 0.9}
+    rows = [_row("pt2-nocg", coverage=cov), _row("pt2-cg", coverage=cov), _row("grace-cgct", coverage=None)]
+    (rec,) = table2(rows)
+    assert rec["mode"] == "pt2-cg" and rec["share_in_graphs"] == 0.9 and rec["kernels"] == 30
+
+
+def test_table3_reports_bytes_before_and_after_and_graphs_with_pi() -> None:
+    summary = {"graphs": 2, "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
+               "pointers_per_replay": 2}
+    rows = [_row("pt2-cg", pi=None), _row("grace-cgct-pi", pi={"summary": summary, "graphs": []})]
+    (rec,) = table3(rows)
+    assert rec == {"workload": "micro-eos", "mode": "grace-cgct-pi", "status": "ok", "graphs": 2,
+                   "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
+                   "pointers_per_replay": 2}
