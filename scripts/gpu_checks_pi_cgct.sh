@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# PI and CGCT on the GPU in one go (issues 5 and 6): their GPU tests, then the micro-workloads
+# under the stock and GraCE modes, interleaved, with Table 2's coverage profile, then Tables 2
+# and 3. Each step has its own time limit and writes under OUT (default results/raw/gpu_checks/
+# <run id>); a step that fails or times out is reported and the next one still runs.
+#
+#   RUN_ID=$(date +%Y%m%d)-pi-cgct OUT=/somewhere bash scripts/gpu_checks_pi_cgct.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/check_gpu.sh || exit 2
+PY=$(bash scripts/python.sh) || exit 2
+RUN_ID=${RUN_ID:-$(date +%Y%m%d-%H%M%S)-pi-cgct}
+OUT=${OUT:-results/raw/gpu_checks/$RUN_ID}
+mkdir -p "$OUT"
+export GRACE_LOGS=${GRACE_LOGS:-info}
+
+step() {  # step NAME SECONDS COMMAND...: run, log to OUT/NAME.log, report the outcome
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc after $((SECONDS - start)) s (log: $OUT/$name.log)"
+  tail -n 3 "$OUT/$name.log"
+}
+
+step pi_tests "${PI_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_pi_cuda.py tests/test_pi_tree_cuda.py
+step cgct_tests "${CGCT_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_cgct_cuda.py
+step micro "${MICRO_S:-300}" "$PY" -m grace.bench \
+    --workloads micro-eos,micro-attn-numpy,micro-attn-float,micro-attn-cputensor,micro-cpu-tensor \
+    --modes pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi --repeat "${REPEAT:-30}" --coverage 3 \
+    --experiment gpu_checks --run-id "$RUN_ID"
+"$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$OUT/tables" \
+    > "$OUT/tables.log" 2>&1
+cat "$OUT/tables.log"
+echo "results: $OUT and results/raw/gpu_checks/$RUN_ID"
