@@ -39,17 +39,24 @@ LAUNCHER = SimpleNamespace(config=SimpleNamespace(kwargs={"XBLOCK": 128}, num_wa
 
 
 @pytest.fixture
-def recording() -> tuple[Any, list[torch.Tensor], list[FakeVariant]]:
-    placeholders = [torch.zeros(64), torch.zeros(16, 4), 7]  # input 2 is an int, never a placeholder
-    rec = start_recording("cpu", placeholders, non_static_input_idx=[0, 1, 2])
-    built: list[FakeVariant] = []
+def built(monkeypatch: pytest.MonkeyPatch) -> list[FakeVariant]:
+    """Variants "compiled" (stand-ins), with the process-wide variant cache emptied."""
+    made: list[FakeVariant] = []
 
     def build(autotuner: Any, config: Any, names: list[str]) -> FakeVariant:
-        built.append(FakeVariant())
-        built[-1].names = names  # type: ignore[attr-defined]
-        return built[-1]
+        made.append(FakeVariant())
+        made[-1].names = names  # type: ignore[attr-defined]
+        return made[-1]
 
-    rec.build_variant = build
+    monkeypatch.setattr(tree_hook, "build_variant", build)
+    monkeypatch.setattr(tree_hook, "_VARIANTS", {})
+    return made
+
+
+@pytest.fixture
+def recording(built: list[FakeVariant]) -> tuple[Any, list[torch.Tensor], list[FakeVariant]]:
+    placeholders = [torch.zeros(64), torch.zeros(16, 4), 7]  # input 2 is an int, never a placeholder
+    rec = start_recording("cpu", placeholders, non_static_input_idx=[0, 1, 2])
     return rec, placeholders, built
 
 
@@ -57,14 +64,15 @@ def test_a_launch_reading_placeholders_goes_to_the_variant_with_slot_addresses(r
     rec, (x, y, _), built = recording
     buf = torch.zeros(64)
     view = torch.as_strided(y, (8, 4), (4, 1), storage_offset=32)  # reinterpret_tensor(arg1_1, ..., 32)
-    assert rec.launch(autotuner(), LAUNCHER, [x, view, buf, 64], {}, stream=0) == "variant launched"
+    kernel = autotuner()
+    assert rec.launch(kernel, LAUNCHER, [x, view, buf, 64], {}, stream=0) == "variant launched"
     (variant,) = built
     assert variant.names == ["in_ptr0", "in_ptr1"]
     ((a0, a1, a2, a3),) = variant.calls
     base = rec.table_storage.data_ptr()
     assert (a0, a1) == (base, base + 8) and a2 is buf and a3 == 64
     assert [(s.input_index, s.offset) for s in rec.slots] == [(0, 0), (1, 32 * 4)]
-    rec.launch(autotuner(), LAUNCHER, [x, view, buf, 64], {}, stream=0)
+    rec.launch(kernel, LAUNCHER, [x, view, buf, 64], {}, stream=0)
     assert len(built) == 1, "the variant is built once per kernel, arguments and config"
     assert len(rec.slots) == 4, "each launch gets its own slots"
 
@@ -94,7 +102,7 @@ def test_a_kernel_that_writes_the_input_or_cannot_be_built_leaves_the_input_copi
     def broken(*_: Any) -> Any:
         raise RuntimeError("no module source")
 
-    rec.build_variant = broken
+    tree_hook.build_variant = broken  # the fixture's monkeypatch restores it
     assert rec.launch(autotuner("triton_other_1"), LAUNCHER, [y, y, y, 64], {}, stream=0) is NotImplemented
     assert "no module source" in rec.blocked[1][0]
 
@@ -196,3 +204,23 @@ def test_each_finished_recording_is_reported_for_table_3(recording) -> None:
     assert summary == {"graphs": 1, "graphs_with_pi": 1, "copy_bytes_pt2_cg": 512,
                        "copy_bytes_grace": 256 + 16, "pointers_per_replay": 2}
     report.reset()
+
+
+def test_warmup_builds_the_variants_of_kernels_reading_non_static_inputs(built) -> None:
+    from grace.pi.tree_hook import start_warmup
+
+    x, weight, managed = torch.randn(64), torch.randn(64), torch.randn(64)
+    warm = start_warmup([x, weight, managed, 3], static_input_idxs=[1],
+                        managed_data_ptrs={managed.untyped_storage().data_ptr()})
+    assert set(warm.inputs.values()) == {0}, "static and graph-managed inputs never get placeholders"
+    kernel = autotuner()
+    with warm.active():
+        assert warm.launch(kernel, LAUNCHER, [x, weight, torch.zeros(64), 64], {}, stream=0) is NotImplemented
+        warm.launch(kernel, LAUNCHER, [weight, managed, torch.zeros(64), 64], {}, stream=0)
+    (variant,) = built
+    assert variant.names == ["in_ptr0"] and not variant.calls, "built, not launched: warm-up runs stock"
+    placeholders = [torch.zeros(64), torch.zeros(64), torch.zeros(64)]
+    rec = start_recording("cpu", placeholders, non_static_input_idx=[0])
+    assert rec.launch(kernel, LAUNCHER, [placeholders[0], weight, torch.zeros(64), 64], {}, stream=0) \
+        == "variant launched"
+    assert len(built) == 1 and variant.calls, "the capture finds the warm-up's variant and launches it"

@@ -9,6 +9,10 @@ placeholder's pointer would be; replays then write the new inputs' pointers into
 instead of copying their bytes. Three moments, each a call from the patch
 (``patches/pi/0001-pi-hook-points.patch``):
 
+0. ``CUDAWarmupNode.run``: :func:`start_warmup` watches the function's warm-up run and builds
+   the indirected variant of every Triton kernel that reads a non-static input, so that the
+   capture finds them built (a capture that must build one relaxes its thread's capture mode
+   for the module load).
 1. ``CUDAGraphNode._record``, before the capture: :func:`start_recording` notes each
    placeholder by its storage's identity and allocates the table's device memory, outside the
    graph's memory pool (a block of the pool that no output owns would fail the tree's
@@ -77,8 +81,6 @@ class Recording:
     table_storage: Any
     slots: list[Slot] = field(default_factory=list)
     blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
-    variants: dict[tuple, Any] = field(default_factory=dict)
-    build_variant: Any = None  # (autotuner, config, arg_names) -> CachingAutotuner; tests replace it
 
     # -- during the capture ---------------------------------------------------------------
 
@@ -123,13 +125,8 @@ class Recording:
             for pos, t in readers:
                 if arg_names[pos] in mutated:
                     raise _NotRedirected(f"{name} writes {arg_names[pos]}")
-            key = (name, tuple(pos for pos, _ in readers), _config_key(launcher.config))
-            variant = self.variants.get(key)
-            if variant is None:
-                build = self.build_variant or _default_build_variant
-                with _relaxed_capture(self.device):
-                    variant = build(autotuner, launcher.config, [arg_names[pos] for pos, _ in readers])
-                self.variants[key] = variant
+            with _relaxed_capture(self.device):  # a variant not built at warm-up is built here
+                variant = variant_for(autotuner, launcher, [pos for pos, _ in readers], arg_names)
             new_args = list(args)
             for pos, t in readers:
                 if len(self.slots) >= self.table_storage.numel():
@@ -172,6 +169,79 @@ class Recording:
 
 class _NotRedirected(Exception):
     pass
+
+
+# Indirected variants by (kernel module file, kernel, indirected positions, config), for the
+# process: built at warm-up where possible, so that a capture rarely compiles one.
+_VARIANTS: dict[tuple, Any] = {}
+
+
+def build_variant(autotuner: Any, config: Any, arg_names: Sequence[str]) -> Any:
+    """The indirected variant of ``autotuner``'s kernel (tests replace this)."""
+    from grace.pi.variant import indirected_variant
+
+    return indirected_variant(autotuner, config, arg_names)
+
+
+def variant_for(autotuner: Any, launcher: Any, positions: Sequence[int], arg_names: Sequence[str]) -> Any:
+    code = getattr(getattr(autotuner.fn, "fn", None), "__code__", None)
+    module = code.co_filename if code is not None else f"object {id(autotuner)}"
+    key = (module, autotuner.fn.__name__, tuple(positions), _config_key(launcher.config))
+    variant = _VARIANTS.get(key)
+    if variant is None:
+        variant = build_variant(autotuner, launcher.config, [arg_names[p] for p in positions])
+        _VARIANTS[key] = variant
+    return variant
+
+
+@dataclass
+class Warmup:
+    """A function's warm-up run: builds the variants its capture will want, outside any capture.
+
+    A Triton launch whose pointer argument is one of the function's non-static inputs (by
+    storage identity; not an input that a previous graph's output holds) will read a
+    placeholder when the function records, so its variant is compiled now. Launches run stock.
+    """
+
+    inputs: dict[int, int]  # storage cdata -> input index
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        from torch._inductor.runtime import triton_heuristics
+
+        previous = getattr(triton_heuristics, "_grace_pi_recording", None)
+        triton_heuristics._grace_pi_recording = self
+        try:
+            yield
+        finally:
+            triton_heuristics._grace_pi_recording = previous
+
+    def launch(self, autotuner: Any, launcher: Any, args: Sequence[Any], kwargs: dict, stream: Any) -> Any:
+        import torch
+
+        positions = [pos for pos, a in enumerate(args)
+                     if isinstance(a, torch.Tensor) and a.untyped_storage()._cdata in self.inputs]
+        if positions:
+            try:
+                arg_names = _runtime_arg_names(autotuner, launcher, len(args))
+                mutated = set(autotuner.inductor_meta.get("mutated_arg_names", ()))
+                if not any(arg_names[p] in mutated for p in positions):
+                    variant_for(autotuner, launcher, positions, arg_names)
+            except Exception as e:  # the capture will try again, or keep the copy
+                log.debug("PI: no variant of %s at warm-up: %s", autotuner.fn.__name__, e)
+        return NotImplemented
+
+
+def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
+                 managed_data_ptrs: Any) -> Warmup | None:
+    """Before a function's warm-up run: its non-static tensor inputs, by storage identity."""
+    import torch
+
+    static = set(static_input_idxs)
+    tracked = {t.untyped_storage()._cdata: i for i, t in enumerate(inputs)
+               if i not in static and isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() != 0
+               and t.untyped_storage().data_ptr() not in managed_data_ptrs}
+    return Warmup(tracked) if tracked else None
 
 
 def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int]) -> Recording | None:
@@ -315,12 +385,6 @@ def _runtime_arg_names(autotuner: Any, launcher: Any, count: int) -> list[str]:
 
 def _config_key(config: Any) -> tuple:
     return (tuple(sorted(config.kwargs.items())), config.num_warps, config.num_stages)
-
-
-def _default_build_variant(autotuner: Any, config: Any, arg_names: Sequence[str]) -> Any:
-    from grace.pi.variant import indirected_variant
-
-    return indirected_variant(autotuner, config, arg_names)
 
 
 def _log_plan(node_name: str, plan: GraphPlan) -> None:
