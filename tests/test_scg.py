@@ -291,3 +291,22 @@ def test_unwrap_partition_rewires_the_runner_slot(tmp_path: Path) -> None:
     assert not _unwrap_partition(module.partition_0, [x, 3], [], [])  # a symbolic size: the tree decides
     assert module.runner.partitions[0] is sentinel
     assert not _unwrap_partition(len, [x], [], [])
+
+
+def test_a_graph_records_with_pi_as_profiled_and_otherwise_with_the_switches_as_they_are() -> None:
+    import grace.config
+    from grace.scg import tree_hook
+
+    manager = type("Manager", (), {})()  # a weak-referenceable stand-in for the tree
+    tree_hook._decided[manager] = {"f_pi": Choice.GRAPH_PI, "f_copy": Choice.GRAPH, "f_rule": Choice.GRAPH}
+    tree_hook._pi_measured[manager] = {"f_pi", "f_copy"}
+    with grace.config.patch(pi=True):
+        with tree_hook.recording_config(manager, "f_pi"):
+            assert grace.config.pi
+        with tree_hook.recording_config(manager, "f_copy"):
+            assert not grace.config.pi, "copying measured faster: record without PI"
+        with tree_hook.recording_config(manager, "f_rule"):
+            assert grace.config.pi, "not measured: the switch as set"
+        assert grace.config.pi
+    with grace.config.patch(pi=False), tree_hook.recording_config(manager, "f_pi"):
+        assert not grace.config.pi, "a cached PI decision never turns the switch on"

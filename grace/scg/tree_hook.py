@@ -1,4 +1,5 @@
-"""SCG inside CUDA graph trees: whether a function about to be recorded gets a CUDA graph at all.
+"""SCG inside CUDA graph trees: whether a function about to be recorded gets a CUDA graph at all,
+and whether that graph uses parameter indirection.
 
 Hook point (``patches/scg/0001-scg-hook-points.patch``): where
 ``CUDAGraphTreeManager._run`` is about to record a function, it asks
@@ -17,6 +18,11 @@ Invariants
 - A kept-out partition is also unwired from the CUDA graph wrappers in the generated module's
   runner (:func:`_unwrap_partition`), so its calls cost what they cost without
   ``reduce-overhead``; the tree's check stays as the path for anything that still reaches it.
+- The graph is profiled twice where ``grace.config.pi`` is on: recorded with PI off (copies,
+  as PT2-CG) and with PI on, each on its own private tree; the PI one competes only if its
+  recording indirected some input. A graph whose two variants were both measured records in the
+  real tree under :func:`recording_config`, PI as measured; any other records with the
+  switches as they are.
 - In training, forward graphs always keep their graph (:data:`TRAINING_FORWARD_RULE`); the
   backward graphs are decided by profile. Inference graphs are all decided by profile.
 - Each function is decided once per tree. A function decided for a graph that is recorded again
@@ -58,8 +64,9 @@ if TYPE_CHECKING:
 
 log = get_logger("grace.scg")
 
-# Choices SCG can deploy today; parameter indirection (Choice.GRAPH_PI) joins when it lands.
-AVAILABLE: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH)
+# Choices SCG can deploy. GRAPH_PI is profiled only with grace.config.pi on and only where
+# parameter indirection applies to the graph (some input read by Triton kernels alone).
+AVAILABLE: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI)
 
 # Why forward graphs of training keep their graph, untimed. AOTAutograd marks the backward's
 # saved-activation inputs static, counting on the forward's outputs staying at their addresses
@@ -69,6 +76,8 @@ TRAINING_FORWARD_RULE = ("forward graph of a training step: its saved outputs ar
                          "backward graphs, so it keeps its graph (kept out, the backward would re-record)")
 
 _decided: weakref.WeakKeyDictionary[Any, dict[Any, Choice]] = weakref.WeakKeyDictionary()
+# Functions whose GRAPH against GRAPH_PI was measured: they record with PI exactly as decided.
+_pi_measured: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
 _profiling_trees: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -80,11 +89,24 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
     if function_id not in decided:
         record = _decide(manager, new_inputs, function_id)
         decided[function_id] = Choice(record.choice)
+        if Choice.GRAPH_PI.value in record.medians_us:
+            _pi_measured.setdefault(manager, set()).add(function_id)
         if decided[function_id] is Choice.NO_GRAPH:
             wrapped = manager.ids_to_funcs[function_id]
             _unwrap_partition(wrapped.model, new_inputs, wrapped.static_input_idxs, wrapped.mutated_input_idxs)
         report.add(record)
     return decided[function_id] is Choice.NO_GRAPH
+
+
+def recording_config(manager: CUDAGraphTreeManager, function_id: FunctionID) -> contextlib.AbstractContextManager:
+    """The switches to record ``function_id`` under: PI on or off as profiled, else unchanged.
+
+    A graph whose choice between copying and indirection was measured records as measured; a
+    graph decided by rule, fallback, or before PI applied records with the switches as they are.
+    """
+    if function_id not in _pi_measured.get(manager, ()):
+        return contextlib.nullcontext()
+    return config.patch(pi=config.pi and _decided[manager][function_id] is Choice.GRAPH_PI)
 
 
 def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input_idxs: Sequence[int],
@@ -171,7 +193,7 @@ def _cache_key(candidate: Candidate, device_index: int) -> cache.DecisionKey | N
         driver=_driver_version(),
         torch=torch.__version__,
         triton=installed_version("triton") or "none",
-        grace=grace.__version__,
+        grace=grace.__version__ + ("+pi" if config.pi else ""),  # decisions made with PI available differ
     )
 
 
@@ -209,23 +231,54 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
     settings = ProfileSettings(config.scg_warmup, config.scg_rounds, config.scg_calls)
     device = manager.device_index
     with torch.cuda.device(device), torch.random.fork_rng(devices=[device]), _quiet_tree_logs():
-        private = CUDAGraphTreeManager(device)
-        _profiling_trees.add(private)
-        try:
-            graph_fn, first = private.add_function(
-                wrapped.model, list(inputs), read_in_place, None, CompilationMode.INFERENCE,
-                wrapped.constants, wrapped.placeholders, wrapped.mutated_input_idxs,
-                manager.id_to_compile_id.get(function_id))
+        trees: list[Any] = []
+        fns: dict[Choice, Any] = {}
+
+        def graphed(pi: bool) -> tuple[Any, Any]:
+            private = CUDAGraphTreeManager(device)
+            _profiling_trees.add(private)
+            trees.append(private)
+            with config.patch(pi=pi):
+                fn, first = private.add_function(
+                    wrapped.model, list(inputs), read_in_place, None, CompilationMode.INFERENCE,
+                    wrapped.constants, wrapped.placeholders, wrapped.mutated_input_idxs,
+                    manager.id_to_compile_id.get(function_id))
             del first
-            runners: dict[Choice, Callable[[], object]] = {
-                Choice.NO_GRAPH: lambda: wrapped.model(list(inputs)),
-                Choice.GRAPH: lambda: graph_fn(list(inputs)),
-            }
+            return fn, private
+
+        try:
+            fns[Choice.GRAPH], _ = graphed(pi=False)
+            if config.pi:
+                fn, private = graphed(pi=True)
+                if any(getattr(n, "grace_pi", None) is not None and n.grace_pi.plan.indirected
+                       for n in _nodes(private)):
+                    fns[Choice.GRAPH_PI] = fn
+            runners: dict[Choice, Callable[[], object]] = {Choice.NO_GRAPH: lambda: wrapped.model(list(inputs))}
+            for choice, fn in fns.items():
+                runners[choice] = functools.partial(_call_with_copy, fn, inputs)
             return time_choices(runners, torch.cuda.synchronize, settings)
         finally:
-            graph_fn = None  # its finalizer releases the private tree's hold on the device's container
-            private.shutdown()
+            fns.clear()  # their finalizers release the private trees' hold on the device's container
+            fn = None
+            runners = {}
+            for private in trees:
+                private.shutdown()
             torch.cuda.synchronize()
+
+
+def _call_with_copy(fn: Callable[[list[Any]], object], inputs: list[Any]) -> object:
+    return fn(list(inputs))
+
+
+def _nodes(manager: Any) -> list[Any]:
+    """Every recorded node of a tree."""
+    roots = getattr(manager, "roots", None) or {}
+    out, stack = [], [n for nodes in roots.values() for n in nodes]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(c for children in node.children.values() for c in children)
+    return out
 
 
 def _same_layout_copy(t: Any) -> Any:
