@@ -7,6 +7,7 @@ with a stand-in for Triton's autotuner, so each rule is checked on its own.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -224,3 +225,57 @@ def test_warmup_builds_the_variants_of_kernels_reading_non_static_inputs(built) 
     assert rec.launch(kernel, LAUNCHER, [placeholders[0], weight, torch.zeros(64), 64], {}, stream=0) \
         == "variant launched"
     assert len(built) == 1 and variant.calls, "the capture finds the warm-up's variant and launches it"
+
+
+def _at(address: int, like: torch.Tensor) -> torch.Tensor:
+    """The CPU float32 tensor of ``like``'s size at ``address`` (what a kernel given that pointer reads)."""
+    import ctypes
+
+    import numpy as np
+
+    buf = (ctypes.c_float * like.numel()).from_address(address)
+    return torch.from_numpy(np.ctypeslib.as_array(buf)).view(like.shape)
+
+
+class FakeNode:
+    """A recorded node whose graph computes ``2 * input 0`` into its output, reading either
+    through slot 0 of the pointer table (as an indirected kernel) or the placeholder itself."""
+
+    def __init__(self, rec: Any, placeholder: torch.Tensor, through_table: bool) -> None:
+        self.id = 7
+        self.reconstructed_inputs = [placeholder]  # the tree's view of the placeholder's bytes
+        self.out = torch.zeros_like(placeholder)
+        table = rec.table_storage
+
+        def replay() -> None:
+            source = _at(int(table[0]), placeholder) if through_table else placeholder
+            self.out.copy_(source * 2)
+
+        self.graph = SimpleNamespace(replay=replay)
+
+
+@pytest.mark.parametrize("through_table, indirected", [(True, (0,)), (False, ())])
+def test_the_plan_is_validated_by_a_replay_with_inputs_moved(built, through_table: bool, indirected: tuple) -> None:
+    placeholder = torch.randn(64)
+    rec = start_recording("cpu", [placeholder], non_static_input_idx=[0])
+    rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
+    stand_in = placeholder.clone()  # the capture freed the placeholder; its bytes stay in the pool
+    node = FakeNode(rec, stand_in, through_table)
+    before = stand_in.clone()
+    del placeholder
+    rec.tracked = {k: dataclasses.replace(t, data_ptr=stand_in.data_ptr()) for k, t in rec.tracked.items()}
+    replay = rec.finish([], "graph 7", node, [node.out])
+    assert replay.plan.indirected == indirected
+    if not indirected:
+        assert "outputs changed when the inputs moved" in replay.plan.decisions[0].reason
+    assert torch.equal(stand_in, before), "the placeholder has its bytes back for the tree's first replay"
+
+
+def test_a_graph_that_mutates_inputs_is_not_replayed_to_validate(built) -> None:
+    placeholder = torch.randn(64)
+    rec = start_recording("cpu", [placeholder, torch.zeros(4)], non_static_input_idx=[0])
+    rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
+    node = FakeNode(rec, placeholder.clone(), through_table=False)  # would fail validation if replayed
+    del placeholder
+    replay = rec.finish([1], "graph 8", node, [node.out])
+    assert replay.plan.indirected == (0,) and not node.out.any(), "never replayed"

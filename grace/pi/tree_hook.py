@@ -26,8 +26,10 @@ instead of copying their bytes. Three moments, each a call from the patch
    does not invalidate the capture), and a dispatch mode notes
    every ATen operator that is handed one (a cuBLAS matmul, a copy, a fallback kernel): such
    an input keeps its copy, because that operator reads the placeholder itself.
-3. After the capture, :meth:`Recording.finish` decides per input (:func:`grace.pi.plan.plan_graph`)
-   and returns the node's :class:`PIReplay`, or None if no input is indirected. An input also
+3. After the capture, :meth:`Recording.finish` decides per input (:func:`grace.pi.plan.plan_graph`),
+   checks the plan by replaying the graph with the indirected inputs moved and their
+   placeholders overwritten (any difference in the outputs keeps every copy), and returns the
+   node's :class:`PIReplay`, or None if no input is indirected. An input also
    keeps its copy if its placeholder is still alive after the capture (an output aliases it, and
    would come back with the placeholder's bytes), if the graph mutates it, or if a launch that
    read it could not be redirected. The table is filled with the placeholders' own addresses for
@@ -81,6 +83,7 @@ class Recording:
     table_storage: Any
     slots: list[Slot] = field(default_factory=list)
     blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
+    has_rng: bool = False  # a generator among the inputs: replays advance its state
 
     # -- during the capture ---------------------------------------------------------------
 
@@ -144,27 +147,98 @@ class Recording:
 
     # -- after the capture ----------------------------------------------------------------
 
-    def finish(self, mutated_input_idxs: Sequence[int], node_name: str) -> PIReplay | None:
-        """The plan for this graph, and its replay state if any input is indirected."""
+    def finish(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any = None,
+               outputs: Sequence[Any] = ()) -> PIReplay | None:
+        """The plan for this graph, and its replay state if any input is indirected.
+
+        With the recorded ``node`` and its ``outputs``, a plan that indirects inputs is first
+        validated (:meth:`_validate`); a difference, or a validation that fails, keeps every copy.
+        """
         for t in self.tracked.values():
             if not t.storage.expired():
                 self.block(t.input_index, "an output aliases it")
             if t.input_index in mutated_input_idxs:
                 self.block(t.input_index, "the graph mutates it")
-        placeholders = [t.placeholder for t in self.tracked.values()]
-        references = [Reference(t.data_ptr, "other", "; ".join(self.blocked[t.input_index]))
-                      for t in self.tracked.values() if t.input_index in self.blocked]
-        plan = plan_graph(placeholders, self.slots, references)
+        if not self.slots:
+            plan = self._plan()
+            _log_plan(node_name, plan)
+            report.add(report.GraphRecord.of(node_name, plan))
+            return None
+        plan = self._plan()
+        table = PointerTable(self.slots, self.device, storage=self.table_storage)
+        placeholder_ptrs = {t.input_index: t.data_ptr for t in self.tracked.values()}
+        if plan.indirected and node is not None:
+            why = self._validate(node, outputs, plan, table, placeholder_ptrs, mutated_input_idxs)
+            if why is not None:
+                for i in plan.indirected:
+                    self.block(i, why)
+                plan = self._plan()
         _log_plan(node_name, plan)
         report.add(report.GraphRecord.of(node_name, plan))
-        if not self.slots:
-            return None
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
-        placeholder_ptrs = {t.input_index: t.data_ptr for t in self.tracked.values()}
-        table = PointerTable(self.slots, self.device, storage=self.table_storage)
         replay = PIReplay(plan, table, ReplayGuard(layouts), placeholder_ptrs)
         replay.fill_with_placeholders()
         return replay if plan.indirected else _CopyAllReplay(replay)
+
+    def _plan(self) -> GraphPlan:
+        placeholders = [t.placeholder for t in self.tracked.values()]
+        references = [Reference(t.placeholder.data_ptr, "other", "; ".join(self.blocked[t.input_index]))
+                      for t in self.tracked.values() if t.input_index in self.blocked]
+        return plan_graph(placeholders, self.slots, references)
+
+    def _validate(self, node: Any, outputs: Sequence[Any], plan: GraphPlan, table: PointerTable,
+                  placeholder_ptrs: dict[int, int], mutated_input_idxs: Sequence[int]) -> str | None:
+        """Replay once through the placeholders and once with the indirected inputs moved to new
+        addresses and their placeholders overwritten; None if the outputs agree, else why not.
+
+        A kernel that still reads a placeholder (a reference the capture did not see) reads the
+        overwritten bytes and the outputs differ. The placeholders get their bytes back before
+        the tree's own first replay. A graph that mutates inputs, or draws random numbers, would
+        change the program's state if replayed more than once: it is not validated, and keeps
+        its plan on the strength of the capture's analysis (logged).
+        """
+        import torch
+
+        if mutated_input_idxs or self.has_rng:
+            why = "the graph mutates inputs" if mutated_input_idxs else "the graph draws random numbers"
+            log.info("PI %s: plan not validated by replay (%s)", getattr(node, "id", "?"), why)
+            return None
+        placeholders = {i: node.reconstructed_inputs[i] for i in plan.indirected}
+        tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+        try:
+            saved = {i: t.clone() for i, t in placeholders.items()}
+            table.fill([placeholder_ptrs.get(i, 0) for i in range(max(placeholder_ptrs) + 1)])
+            node.graph.replay()
+            expected = [o.clone() for o in tensors]
+            moved = {i: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+                     for i, t in saved.items()}
+            for t in placeholders.values():  # NaN in every float lane, -1 in every integer one
+                if t.is_contiguous():
+                    t.view(-1).view(torch.uint8).fill_(0xFF)
+                else:
+                    t.fill_(float("nan") if t.is_floating_point() else -1)
+            ptrs = [placeholder_ptrs.get(i, 0) for i in range(max(placeholder_ptrs) + 1)]
+            for i, t in moved.items():
+                ptrs[i] = t.data_ptr()
+            table.fill(ptrs)
+            node.graph.replay()
+            same = all(_same(o, e) for o, e in zip(tensors, expected))
+            for i, t in placeholders.items():
+                t.copy_(saved[i])
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - capture time: a failed check keeps the copies
+            return f"validation replay failed ({type(e).__name__}: {e})"
+        return None if same else "outputs changed when the inputs moved (a reference the capture missed)"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Bitwise equal, NaN where NaN."""
+    import torch
+
+    if a.is_floating_point():
+        return bool(torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
+    return bool(torch.equal(a, b))
 
 
 class _NotRedirected(Exception):
@@ -261,7 +335,8 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
     if not tracked:
         return None
     storage = torch.zeros(TABLE_CAPACITY, dtype=torch.int64, device=device)
-    return Recording(torch.device(device), tracked, storage)
+    has_rng = any(isinstance(x, torch.Generator) for x in inputs)
+    return Recording(torch.device(device), tracked, storage, has_rng=has_rng)
 
 
 class PIReplay:
