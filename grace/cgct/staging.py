@@ -35,6 +35,7 @@ is a GPU tensor (no ``.item()``, no in-place method, no ``out=``); for a mirror,
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -241,14 +242,15 @@ def maybe_stage(gm: Any, example_inputs: Sequence[Any], compile_gm: Callable[...
         log.info("CGCT: input %d (%s) made GPU-resident: %s", s.index, s.source, what)
     compiled = compile_gm(gm, new_inputs)
     if getattr(compiled, "_boxed_call", False):
+        @functools.wraps(compiled)  # keeps _boxed_call and whatever else callers read off it
         def boxed(args: list[Any]) -> Any:
             state.substitute(args)
             return compiled(args)
 
-        boxed._boxed_call = True  # type: ignore[attr-defined]
         boxed.grace_cgct = state  # type: ignore[attr-defined]
         return boxed
 
+    @functools.wraps(compiled)
     def call(*args: Any) -> Any:
         args_list = list(args)
         state.substitute(args_list)
