@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# PI and CGCT on the GPU in one go (issues 5 and 6): their GPU tests, then the micro-workloads
-# under the stock and GraCE modes, interleaved, with Table 2's coverage profile, then Tables 2
-# and 3. Each step has its own time limit and writes under OUT (default results/raw/gpu_checks/
-# <run id>); a step that fails or times out is reported and the next one still runs.
+# PI and CGCT on the GPU in one go (issues 5 and 6): their GPU tests; the micro-workloads under
+# the stock and GraCE modes, interleaved, with Table 2's coverage profile, then Tables 2 and 3;
+# then Figure 9 (time against the number of indirected parameters). Each step has its own time
+# limit and writes under OUT (default results/raw/gpu_checks/<run id>); a step that fails or
+# times out is reported and the next one still runs.
 #
 #   RUN_ID=$(date +%Y%m%d)-pi-cgct OUT=/somewhere bash scripts/gpu_checks_pi_cgct.sh
 set -uo pipefail
@@ -32,4 +33,8 @@ step micro "${MICRO_S:-300}" "$PY" -m grace.bench \
 "$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$OUT/tables" \
     > "$OUT/tables.log" 2>&1
 cat "$OUT/tables.log"
+step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --workloads figure9 --modes pt2-nocg,pt2-cg,grace-cgct-pi \
+    --repeat "${REPEAT:-30}" --experiment figure9 --run-id "$RUN_ID"
+"$PY" -m grace.report figure9 --experiment figure9 --run-id "$RUN_ID" > "$OUT/figure9.log" 2>&1
+cat "$OUT/figure9.log"
 echo "results: $OUT and results/raw/gpu_checks/$RUN_ID"

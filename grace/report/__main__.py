@@ -5,7 +5,8 @@ decision tables (Table 4), the never-slower comparison and Figure 13 (compile ti
 ``--second-run-id`` for a run that reused the first run's decision cache). ``baseline`` writes
 ``baseline_pt2.csv`` (stock PT2 on every workload: times, compile times, graphs, skip reasons)
 and its figure. ``tables23`` writes Table 2 (share of kernels in CUDA graphs, from rows of a run
-made with ``--coverage``) and Table 3 (bytes copied per replay with and without PI).
+made with ``--coverage``) and Table 3 (bytes copied per replay with and without PI). ``figure9``
+draws per-iteration time against the number of indirected parameters (``--workloads figure9``).
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
 so that ``make figures`` before ``make experiments`` says what to do instead of a traceback.
@@ -22,7 +23,7 @@ from typing import Sequence
 from grace.log import get_logger
 from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
-FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23")
+FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "figure9")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -67,6 +68,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.figure == "baseline":
         return baseline_report(rows, args)
+    if args.figure == "figure9":
+        from grace.report import figure9
+        from grace.report import records as records_io
+
+        recs = figure9.records(rows)
+        if not recs:
+            print("grace.report: no micro-ptr-K rows in this run (run the bench with --workloads figure9)",
+                  file=sys.stderr)
+            return 2
+        print(f"wrote {records_io.write_csv((args.processed_dir or args.results_dir / 'processed') / 'figure9.csv', recs)}")
+        for path in figure9.draw(recs, args.figures_dir):
+            print(f"wrote {path}")
+        print(records_io.format_rows(recs))
+        return 0
     if args.figure == "tables23":
         return tables23_report(rows, args)
     if args.figure == "scg":

@@ -1,0 +1,64 @@
+"""Figure 9: per-iteration time against the number of indirected parameters.
+
+From a run of ``configs/workloads_figure9.txt`` (``micro-ptr-K``: one kernel reading K external
+inputs): per K and mode, the median per-iteration time with p10/p90, and each mode's time
+relative to PT2-CG's in the same run (the ratio of medians). With PI, a replay writes K
+pointers; with PT2-CG it copies K tensors. Rows that are not ``ok`` are left out and listed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from grace.report.figures import index_rows, save_figure
+
+MODES = {"pt2-nocg": "PT2-NoCG", "pt2-cg": "PT2-CG (copies)", "grace-cgct-pi": "PI (pointer table)"}
+_NAME = re.compile(r"micro-ptr-(\d+)$")
+
+
+def records(rows: Sequence[dict]) -> list[dict[str, Any]]:
+    index = index_rows(rows)
+    counts = sorted({int(m.group(1)) for w, _ in index if (m := _NAME.match(w))})
+    out = []
+    for k in counts:
+        cg = index.get((f"micro-ptr-{k}", "pt2-cg"))
+        for mode in MODES:
+            row = index.get((f"micro-ptr-{k}", mode))
+            if row is None:
+                continue
+            ok = row["status"] == "ok" and row.get("iter_us")
+            rec = {"inputs": k, "mode": mode, "status": row["status"],
+                   "median_us": round(row["iter_us"]["median"], 2) if ok else None,
+                   "p10_us": round(row["iter_us"]["p10"], 2) if ok else None,
+                   "p90_us": round(row["iter_us"]["p90"], 2) if ok else None,
+                   "over_pt2_cg": None}
+            if ok and cg and cg["status"] == "ok" and cg.get("iter_us"):
+                rec["over_pt2_cg"] = round(row["iter_us"]["median"] / cg["iter_us"]["median"], 4)
+            out.append(rec)
+    return out
+
+
+def draw(recs: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for mode, label in MODES.items():
+        pts = [(r["inputs"], r["median_us"], r["p10_us"], r["p90_us"]) for r in recs
+               if r["mode"] == mode and r["median_us"] is not None]
+        if not pts:
+            continue
+        ks, med, lo, hi = zip(*pts)
+        ax.errorbar(ks, med, yerr=[[m - a for m, a in zip(med, lo)], [b - m for m, b in zip(med, hi)]],
+                    marker="o", capsize=3, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("external inputs read by the graph's kernel (indirected parameters)")
+    ax.set_ylabel("per-iteration time (us, median, p10-p90)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, out_dir, "figure9")
