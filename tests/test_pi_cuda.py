@@ -70,16 +70,24 @@ def _table() -> Any:
     return PointerTable([Slot(0, 0, "k"), Slot(1, 0, "k")], "cuda")
 
 
-def test_replays_read_each_call_s_fresh_inputs_through_the_table(kernels) -> None:
-    plain, variant = kernels
+def _pair() -> tuple[Any, Any]:
+    return torch.randn(N, dtype=torch.float64, device="cuda"), torch.randn(N, dtype=torch.float64, device="cuda")
+
+
+def _recorded(variant: Any) -> tuple[Any, Any, Any]:
+    """(table, graph, out): the variant captured reading two inputs that are freed right after."""
     table = _table()
-    a, b = (torch.randn(N, dtype=torch.float64, device="cuda") for _ in range(2))
+    a, b = _pair()
     out = torch.empty_like(a)
     table.fill([a.data_ptr(), b.data_ptr()])
-    graph = _captured(variant, table, out)
-    del a, b  # the capture-time inputs are freed; their memory goes to the next allocations
+    return table, _captured(variant, table, out), out
+
+
+def test_replays_read_each_call_s_fresh_inputs_through_the_table(kernels) -> None:
+    plain, variant = kernels
+    table, graph, out = _recorded(variant)  # the capture-time inputs are freed; their memory is reused
     for step in range(6):
-        a, b = (torch.randn(N, dtype=torch.float64, device="cuda") for _ in range(2))
+        a, b = _pair()
         table.fill([a.data_ptr(), b.data_ptr()])
         graph.replay()
         torch.testing.assert_close(out, _expected(a, b), rtol=0, atol=0, msg=f"replay {step}")
@@ -91,12 +99,8 @@ def test_replays_read_each_call_s_fresh_inputs_through_the_table(kernels) -> Non
 def test_queued_replays_each_keep_their_own_pointers(kernels) -> None:
     """The CPU runs ahead of the GPU: ring buffers must not hand a queued replay later pointers."""
     _, variant = kernels
-    table = _table()
-    warm_a, warm_b = (torch.randn(N, dtype=torch.float64, device="cuda") for _ in range(2))
-    out = torch.empty_like(warm_a)
-    table.fill([warm_a.data_ptr(), warm_b.data_ptr()])
-    graph = _captured(variant, table, out)
-    pairs = [tuple(torch.randn(N, dtype=torch.float64, device="cuda") for _ in range(2)) for _ in range(12)]
+    table, graph, out = _recorded(variant)
+    pairs = [_pair() for _ in range(12)]
     results = []
     torch.cuda._sleep(50_000_000)  # hold the stream so every fill below is queued behind it
     for a, b in pairs:
@@ -111,7 +115,7 @@ def test_queued_replays_each_keep_their_own_pointers(kernels) -> None:
 def test_the_plain_kernel_is_untouched_by_the_variant(kernels) -> None:
     """Triton's cache must not hand the indirected binary to the plain call or the reverse."""
     plain, variant = kernels
-    a, b = (torch.randn(N, dtype=torch.float64, device="cuda") for _ in range(2))
+    a, b = _pair()
     out = torch.empty_like(a)
     plain.run(a, b, out, N, stream=_stream())
     torch.testing.assert_close(out, _expected(a, b), rtol=0, atol=0)

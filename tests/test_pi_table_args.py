@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grace.pi.launch_args import runtime_arg_names, slot_requests
-from grace.pi.plan import Placeholder, Slot
+from grace.pi.plan import Slot
 from grace.pi.table import PointerTable
 
 
@@ -26,27 +26,38 @@ def test_an_empty_table_is_refused() -> None:
         PointerTable([], "cpu")
 
 
-def _placeholders(*tensors: torch.Tensor) -> list[Placeholder]:
-    return [Placeholder(i, t.data_ptr(), t.numel() * t.element_size(), t.numel() * t.element_size())
-            for i, t in enumerate(tensors)]
+def _owner(*placeholders: torch.Tensor):
+    """Placeholders by storage identity, as the tree hook matches them."""
+    by_storage = {t.untyped_storage()._cdata: (i, t.data_ptr()) for i, t in enumerate(placeholders)}
+    return lambda arg: by_storage.get(arg.untyped_storage()._cdata) if isinstance(arg, torch.Tensor) else None
 
 
-def test_pointer_args_into_placeholders_become_slot_requests() -> None:
+SIGNATURE = {"in_ptr0": "*fp32", "in_ptr1": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"}
+
+
+def test_pointer_args_reading_placeholders_become_slot_requests() -> None:
     x, y, buf = torch.zeros(64), torch.zeros(16, 4), torch.zeros(64)
-    placeholders = _placeholders(x, y)
-    names = runtime_arg_names(["in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "XBLOCK"], {"XBLOCK": 128})
-    signature = {"in_ptr0": "*fp32", "in_ptr1": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"}
+    names = runtime_arg_names(["in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "XBLOCK"], {"XBLOCK"}, SIGNATURE, 4)
     view = torch.as_strided(y, (8, 4), (4, 1), storage_offset=32)  # reinterpret_tensor(arg1_1, ..., 32)
-    requests = slot_requests([x, view, buf, 64], names, signature, placeholders)
+    requests = slot_requests([x, view, buf, 64], names, SIGNATURE, _owner(x, y))
     assert [(r.position, r.name, r.input_index, r.offset) for r in requests] == [
         (0, "in_ptr0", 0, 0), (1, "in_ptr1", 1, 128)]
 
 
-def test_non_pointer_args_are_never_slots() -> None:
+def test_a_buffer_at_a_placeholder_address_is_not_the_placeholder() -> None:
+    x = torch.zeros(64)
+    same_bytes = torch.from_numpy(x.numpy())  # another storage object at x's address
+    assert same_bytes.data_ptr() == x.data_ptr()
+    requests = slot_requests([same_bytes, x, torch.zeros(64), 64], ["in_ptr0", "in_ptr1", "out_ptr0", "xnumel"],
+                             SIGNATURE, _owner(x))
+    assert [(r.position, r.input_index) for r in requests] == [(1, 0)]
+
+
+def test_non_pointer_args_are_never_slots_and_writes_are_refused() -> None:
     x = torch.zeros(4, dtype=torch.int64)
-    placeholders = _placeholders(x)
     signature = {"in_ptr0": "*i64", "ks0": "i64"}
-    assert slot_requests([x, x.data_ptr()], ["in_ptr0", "ks0"], signature, placeholders)[0].name == "in_ptr0"
-    assert len(slot_requests([x, x.data_ptr()], ["in_ptr0", "ks0"], signature, placeholders)) == 1
-    with pytest.raises(ValueError, match="takes 2"):
-        slot_requests([x], ["in_ptr0", "ks0"], signature, placeholders)
+    assert [r.name for r in slot_requests([x, x.data_ptr()], ["in_ptr0", "ks0"], signature, _owner(x))] == ["in_ptr0"]
+    with pytest.raises(ValueError, match="writes in_ptr0"):
+        slot_requests([x], ["in_ptr0"], signature, _owner(x), mutated={"in_ptr0"})
+    with pytest.raises(ValueError, match="takes 1"):
+        runtime_arg_names(["in_ptr0", "ks0", "XBLOCK"], {"XBLOCK"}, {"ks0": "constexpr"}, 2)

@@ -46,17 +46,9 @@ def pi() -> Iterator[None]:
 
 
 def _nodes() -> list[Any]:
-    from torch._inductor import cudagraph_trees
+    from grace.trees import recorded_nodes
 
-    manager = cudagraph_trees.get_manager(torch.cuda.current_device(), create_if_none_exists=False)
-    if manager is None or manager.roots is None:
-        return []
-    out, stack = [], [n for nodes in manager.roots.values() for n in nodes]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(c for children in node.children.values() for c in children)
-    return out
+    return recorded_nodes()
 
 
 def _fresh(*shape: int) -> Any:

@@ -259,21 +259,10 @@ def _as_float64(value: Any) -> Any:
 
 
 def count_cuda_graphs() -> int:
-    """CUDA graphs recorded in this process's CUDA graph tree (all devices' roots, recursively)."""
-    import torch
-    from torch._inductor import cudagraph_trees
+    """CUDA graphs recorded in this process's CUDA graph trees (all devices)."""
+    from grace.trees import recorded_nodes
 
-    total = 0
-    for device in range(torch.cuda.device_count()):
-        manager = cudagraph_trees.get_manager(device, create_if_none_exists=False)
-        if manager is None or manager.roots is None:
-            continue
-        stack = [node for nodes in manager.roots.values() for node in nodes]
-        while stack:
-            node = stack.pop()
-            total += 1
-            stack.extend(child for children in node.children.values() for child in children)
-    return total
+    return len(recorded_nodes())
 
 
 def _protocol_stream() -> IO[str]:

@@ -14,8 +14,10 @@ Invariants, in the order they are established:
    launched with a slot address.
 2. The PTX rewrite is total or refused (:mod:`grace.pi.ptx`): every read of an indirected
    parameter is followed by the dereference, or the kernel is not indirected at all.
-3. An input is indirected only if every reference to its placeholder in the recorded graph is
-   a parameter we redirect; anything else that reaches it keeps the copy for that input.
+3. An input is indirected only if every use of its placeholder seen during the capture is a
+   Triton launch we redirected (matched by storage identity); an ATen operator that reads it,
+   a launch that could not be redirected, an output that aliases it or a mutation keeps the
+   copy for that input, and a replay with the inputs moved must reproduce the outputs.
 4. Per replay, an input that breaks what the kernels were specialized on (alignment, strides,
    storage offset) or that aliases another input is copied, as PT2-CG does.
 
@@ -24,11 +26,12 @@ Triton's compiler, keyed by kernel name), :mod:`~grace.pi.launch_args` (which la
 read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
 :mod:`~grace.pi.guard` (which must be copied on a given replay), :mod:`~grace.pi.table` (the
 pointer table and its ring of pinned host buffers), :mod:`~grace.pi.variant` (a kernel's
-indirected variant, built through Inductor's code cache for the config it settled on).
+indirected variant, built through Inductor's code cache for the config it settled on),
+:mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when) and
+:mod:`~grace.pi.report` (per-graph records for Table 3).
 
-Status: these pieces are implemented and tested on the CPU, the PTX pass on real Triton 3.6
-PTX assembled by ptxas. Not yet done: the hook points in CUDA graph trees and in Inductor's
-Triton launcher that use them while recording and replaying (``patches/pi/README.md`` names
-them), the scan of recorded graphs for other references to placeholders, the vendor-kernel
-strategies, and every GPU test. ``grace.config.pi`` therefore changes nothing yet.
+Status: the PTX pass runs on real Triton 3.6 PTX assembled by ptxas, and an indirected kernel
+has replayed correctly in a CUDA graph on the H100; the tree hooks are tested on the CPU and
+their GPU tests (``tests/test_pi_tree_cuda.py``) have not run yet. The vendor-kernel strategies
+(a prelude kernel; updating the instantiated graph's kernel parameters) are not written.
 """

@@ -1,21 +1,24 @@
 """Which arguments of a Triton launch, seen while a graph records, read a placeholder.
 
 Inductor launches a Triton kernel with its runtime arguments in the order of the kernel's
-``def`` (compile-time constants of the chosen config left out). A pointer argument reads a
-placeholder if its data pointer falls inside one: either the placeholder itself or a view of
-it (``reinterpret_tensor`` with an offset), which becomes a slot at that byte offset. Anything
-else (buffers the graph allocates, parameters, static inputs) is passed as it is.
+``def``, compile-time constants left out (:func:`runtime_arg_names`). A pointer argument reads a
+placeholder if its storage is the placeholder's: the placeholder itself or a view of it
+(``reinterpret_tensor`` with an offset), which becomes a slot at that byte offset. Storage
+identity, not address: the capture frees each placeholder after its last use, and a later
+buffer of the same graph may sit at the same address. Anything else (buffers the graph
+allocates, parameters, static inputs) is passed as it is.
 
-Pure: it takes the arguments and the placeholders, so its rules are tested on the CPU.
+Pure: the caller says which storage is whose (``owner``), so the rules are tested on the CPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grace.pi.plan import Placeholder, owner
+# A launch argument -> (input index, the placeholder's data pointer), or None if it is no placeholder's.
+Owner = Callable[[Any], "tuple[int, int] | None"]
 
 
 @dataclass(frozen=True)
@@ -28,22 +31,31 @@ class SlotRequest:
     offset: int
 
 
-def runtime_arg_names(arg_names: Sequence[str], config_kwargs: Mapping[str, Any]) -> list[str]:
-    """The kernel's arguments as a launch passes them: its ``def`` less the config's constants."""
-    return [name for name in arg_names if name not in config_kwargs]
+def runtime_arg_names(arg_names: Sequence[str], constants: Collection[str], signature: Mapping[str, str],
+                      count: int) -> list[str]:
+    """The names of a launch's ``count`` positional arguments: the ``def``'s, less its constants."""
+    names = [n for n in arg_names if n not in constants and signature.get(n) != "constexpr"]
+    if len(names) != count:
+        raise ValueError(f"launch has {count} arguments, the kernel takes {len(names)}: {names}")
+    return names
 
 
-def slot_requests(args: Sequence[Any], names: Sequence[str], signature: Mapping[str, str],
-                  placeholders: Sequence[Placeholder]) -> list[SlotRequest]:
-    """The pointer arguments of one launch that point into a placeholder."""
-    if len(args) != len(names):
-        raise ValueError(f"launch has {len(args)} arguments, the kernel takes {len(names)}: {list(names)}")
+def slot_requests(args: Sequence[Any], names: Sequence[str], signature: Mapping[str, str], owner: Owner,
+                  mutated: Collection[str] = ()) -> list[SlotRequest]:
+    """The pointer arguments of one launch that read a placeholder.
+
+    Raises ValueError if the kernel writes one (a redirected write would land in the caller's
+    tensor, where the copy path writes into the placeholder).
+    """
     out = []
     for position, (name, arg) in enumerate(zip(names, args)):
-        if not signature.get(name, "").startswith("*") or not hasattr(arg, "data_ptr"):
+        if not signature.get(name, "").startswith("*"):
             continue
-        ptr = arg.data_ptr()
-        p = owner(placeholders, ptr)
-        if p is not None:
-            out.append(SlotRequest(position, name, p.input_index, ptr - p.data_ptr))
+        found = owner(arg)
+        if found is None:
+            continue
+        if name in mutated:
+            raise ValueError(f"the kernel writes {name}")
+        input_index, base = found
+        out.append(SlotRequest(position, name, input_index, arg.data_ptr() - base))
     return out

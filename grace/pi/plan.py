@@ -2,10 +2,10 @@
 
 During recording, every Triton launch that read a placeholder through an indirected parameter
 asked for a slot of the graph's pointer table (:class:`Slot`: which input, at which byte offset
-from the placeholder's data pointer). After recording, the graph's nodes are scanned for any
-pointer still into a placeholder's bytes (:class:`Reference`): a vendor kernel's parameters, a
-memcpy or memset node, a Triton kernel launched plainly. An input is indirected only if no such
-reference exists: its placeholder is then read by nothing but table slots, so replays may skip
+from the placeholder's data pointer). Every other use the capture saw (:class:`Reference`: an
+ATen operator such as a cuBLAS matmul or a copy, a Triton launch that could not be redirected,
+an output aliasing the placeholder, a mutation) is reported against the placeholder's address.
+An input is indirected only if no such reference exists: its placeholder is then read by nothing but table slots, so replays may skip
 its copy. Otherwise the copy stays for that input, its slots point at the placeholder (which the
 copy fills) and the reason is logged. Either way every slot has a valid value, so a kernel
 indirected for an input that keeps its copy still reads the right bytes.

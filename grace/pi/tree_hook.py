@@ -54,6 +54,7 @@ from typing import Any
 from grace.log import get_logger
 from grace.pi import report
 from grace.pi.guard import InputLayout, ReplayGuard
+from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
 from grace.pi.plan import GraphPlan, Placeholder, Reference, Slot, plan_graph
 from grace.pi.table import PointerTable
 
@@ -90,15 +91,8 @@ class Recording:
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         """Redirect Triton launches and watch ATen operators while the graph records."""
-        from torch._inductor.runtime import triton_heuristics
-
-        previous = getattr(triton_heuristics, "_grace_pi_recording", None)
-        triton_heuristics._grace_pi_recording = self
-        try:
-            with _PlaceholderUses(self):
-                yield
-        finally:
-            triton_heuristics._grace_pi_recording = previous
+        with _receiving_launches(self), _PlaceholderUses(self):
+            yield
 
     def owner_of(self, arg: Any) -> _Tracked | None:
         import torch
@@ -106,6 +100,10 @@ class Recording:
         if not isinstance(arg, torch.Tensor) or arg.device != self.device:
             return None
         return self.tracked.get(arg.untyped_storage()._cdata)
+
+    def _owner(self, arg: Any) -> tuple[int, int] | None:
+        t = self.owner_of(arg)
+        return None if t is None else (t.input_index, t.data_ptr)
 
     def block(self, input_index: int, why: str) -> None:
         reasons = self.blocked.setdefault(input_index, [])
@@ -119,26 +117,21 @@ class Recording:
         variant could not be made, in which case the inputs it reads keep their copies).
         """
         name = autotuner.fn.__name__
-        readers = [(pos, t) for pos, t in ((pos, self.owner_of(a)) for pos, a in enumerate(args)) if t]
+        readers = [t for t in map(self.owner_of, args) if t is not None]
         if not readers:
             return NotImplemented
         try:
-            arg_names = _runtime_arg_names(autotuner, launcher, len(args))
-            mutated = set(autotuner.inductor_meta.get("mutated_arg_names", ()))
-            for pos, t in readers:
-                if arg_names[pos] in mutated:
-                    raise _NotRedirected(f"{name} writes {arg_names[pos]}")
+            requests = _slot_requests(autotuner, launcher, args, self._owner)
             with _relaxed_capture(self.device):  # a variant not built at warm-up is built here
-                variant = variant_for(autotuner, launcher, [pos for pos, _ in readers], arg_names)
+                variant = variant_for(autotuner, launcher, requests)
+            if len(self.slots) + len(requests) > self.table_storage.numel():
+                raise ValueError(f"the pointer table is full ({self.table_storage.numel()} slots)")
             new_args = list(args)
-            for pos, t in readers:
-                if len(self.slots) >= self.table_storage.numel():
-                    raise _NotRedirected(f"the pointer table is full ({self.table_storage.numel()} slots)")
-                offset = args[pos].data_ptr() - t.data_ptr
-                self.slots.append(Slot(t.input_index, offset, name))
-                new_args[pos] = self.table_storage.data_ptr() + 8 * (len(self.slots) - 1)
+            for r in requests:
+                new_args[r.position] = self.table_storage.data_ptr() + 8 * len(self.slots)
+                self.slots.append(Slot(r.input_index, r.offset, name))
         except Exception as e:  # not redirected: the stock launch reads the placeholders
-            for _, t in readers:
+            for t in readers:
                 self.block(t.input_index, f"{name} not redirected ({type(e).__name__}: {e})")
             log.debug("PI: %s launched as recorded: %s", name, e)
             return NotImplemented
@@ -159,14 +152,13 @@ class Recording:
                 self.block(t.input_index, "an output aliases it")
             if t.input_index in mutated_input_idxs:
                 self.block(t.input_index, "the graph mutates it")
+        plan = self._plan()
         if not self.slots:
-            plan = self._plan()
             _log_plan(node_name, plan)
             report.add(report.GraphRecord.of(node_name, plan))
             return None
-        plan = self._plan()
         table = PointerTable(self.slots, self.device, storage=self.table_storage)
-        placeholder_ptrs = {t.input_index: t.data_ptr for t in self.tracked.values()}
+        placeholder_ptrs = _pointer_list({t.input_index: t.data_ptr for t in self.tracked.values()})
         if plan.indirected and node is not None:
             why = self._validate(node, outputs, plan, table, placeholder_ptrs, mutated_input_idxs)
             if why is not None:
@@ -177,8 +169,8 @@ class Recording:
         report.add(report.GraphRecord.of(node_name, plan))
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
         replay = PIReplay(plan, table, ReplayGuard(layouts), placeholder_ptrs)
-        replay.fill_with_placeholders()
-        return replay if plan.indirected else _CopyAllReplay(replay)
+        table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
+        return replay
 
     def _plan(self) -> GraphPlan:
         placeholders = [t.placeholder for t in self.tracked.values()]
@@ -187,7 +179,7 @@ class Recording:
         return plan_graph(placeholders, self.slots, references)
 
     def _validate(self, node: Any, outputs: Sequence[Any], plan: GraphPlan, table: PointerTable,
-                  placeholder_ptrs: dict[int, int], mutated_input_idxs: Sequence[int]) -> str | None:
+                  placeholder_ptrs: list[int], mutated_input_idxs: Sequence[int]) -> str | None:
         """Replay once through the placeholders and once with the indirected inputs moved to new
         addresses and their placeholders overwritten; None if the outputs agree, else why not.
 
@@ -207,7 +199,7 @@ class Recording:
         tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
         try:
             saved = {i: t.clone() for i, t in placeholders.items()}
-            table.fill([placeholder_ptrs.get(i, 0) for i in range(max(placeholder_ptrs) + 1)])
+            table.fill(placeholder_ptrs)
             node.graph.replay()
             expected = [o.clone() for o in tensors]
             moved = {i: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device).copy_(t)
@@ -217,7 +209,7 @@ class Recording:
                     t.view(-1).view(torch.uint8).fill_(0xFF)
                 else:
                     t.fill_(float("nan") if t.is_floating_point() else -1)
-            ptrs = [placeholder_ptrs.get(i, 0) for i in range(max(placeholder_ptrs) + 1)]
+            ptrs = list(placeholder_ptrs)
             for i, t in moved.items():
                 ptrs[i] = t.data_ptr()
             table.fill(ptrs)
@@ -241,10 +233,6 @@ def _same(a: Any, b: Any) -> bool:
     return bool(torch.equal(a, b))
 
 
-class _NotRedirected(Exception):
-    pass
-
-
 # Indirected variants by (kernel module file, kernel, indirected positions, config), for the
 # process: built at warm-up where possible, so that a capture rarely compiles one.
 _VARIANTS: dict[tuple, Any] = {}
@@ -257,15 +245,36 @@ def build_variant(autotuner: Any, config: Any, arg_names: Sequence[str]) -> Any:
     return indirected_variant(autotuner, config, arg_names)
 
 
-def variant_for(autotuner: Any, launcher: Any, positions: Sequence[int], arg_names: Sequence[str]) -> Any:
+def variant_for(autotuner: Any, launcher: Any, requests: Sequence[SlotRequest]) -> Any:
     code = getattr(getattr(autotuner.fn, "fn", None), "__code__", None)
     module = code.co_filename if code is not None else f"object {id(autotuner)}"
-    key = (module, autotuner.fn.__name__, tuple(positions), _config_key(launcher.config))
+    key = (module, autotuner.fn.__name__, tuple(r.position for r in requests), _config_key(launcher.config))
     variant = _VARIANTS.get(key)
     if variant is None:
-        variant = build_variant(autotuner, launcher.config, [arg_names[p] for p in positions])
+        variant = build_variant(autotuner, launcher.config, [r.name for r in requests])
         _VARIANTS[key] = variant
     return variant
+
+
+def _slot_requests(autotuner: Any, launcher: Any, args: Sequence[Any], owner: Owner) -> list[SlotRequest]:
+    """The launch's arguments that read placeholders (ValueError if it cannot be redirected)."""
+    signature = autotuner.triton_meta["signature"]
+    constants = set(launcher.config.kwargs) | set(autotuner.triton_meta.get("constants", {}))
+    names = runtime_arg_names(autotuner.fn.arg_names, constants, signature, len(args))
+    return slot_requests(args, names, signature, owner, autotuner.inductor_meta.get("mutated_arg_names", ()))
+
+
+@contextlib.contextmanager
+def _receiving_launches(receiver: Any) -> Iterator[None]:
+    """Hand ``CachingAutotuner.run``'s settled launches to ``receiver.launch`` (patch hook)."""
+    from torch._inductor.runtime import triton_heuristics
+
+    previous = getattr(triton_heuristics, "_grace_pi_recording", None)
+    triton_heuristics._grace_pi_recording = receiver
+    try:
+        yield
+    finally:
+        triton_heuristics._grace_pi_recording = previous
 
 
 @dataclass
@@ -279,31 +288,25 @@ class Warmup:
 
     inputs: dict[int, int]  # storage cdata -> input index
 
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        from torch._inductor.runtime import triton_heuristics
-
-        previous = getattr(triton_heuristics, "_grace_pi_recording", None)
-        triton_heuristics._grace_pi_recording = self
-        try:
-            yield
-        finally:
-            triton_heuristics._grace_pi_recording = previous
+    def active(self) -> contextlib.AbstractContextManager:
+        return _receiving_launches(self)
 
     def launch(self, autotuner: Any, launcher: Any, args: Sequence[Any], kwargs: dict, stream: Any) -> Any:
+        try:
+            requests = _slot_requests(autotuner, launcher, args, self._owner)
+            if requests:
+                variant_for(autotuner, launcher, requests)
+        except Exception as e:  # the capture will try again, or keep the copy
+            log.debug("PI: no variant of %s at warm-up: %s", autotuner.fn.__name__, e)
+        return NotImplemented
+
+    def _owner(self, arg: Any) -> tuple[int, int] | None:
         import torch
 
-        positions = [pos for pos, a in enumerate(args)
-                     if isinstance(a, torch.Tensor) and a.untyped_storage()._cdata in self.inputs]
-        if positions:
-            try:
-                arg_names = _runtime_arg_names(autotuner, launcher, len(args))
-                mutated = set(autotuner.inductor_meta.get("mutated_arg_names", ()))
-                if not any(arg_names[p] in mutated for p in positions):
-                    variant_for(autotuner, launcher, positions, arg_names)
-            except Exception as e:  # the capture will try again, or keep the copy
-                log.debug("PI: no variant of %s at warm-up: %s", autotuner.fn.__name__, e)
-        return NotImplemented
+        if not isinstance(arg, torch.Tensor):
+            return None
+        i = self.inputs.get(arg.untyped_storage()._cdata)
+        return None if i is None else (i, arg.untyped_storage().data_ptr())
 
 
 def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
@@ -339,60 +342,66 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
     return Recording(torch.device(device), tracked, storage, has_rng=has_rng)
 
 
-class PIReplay:
-    """A node's replay with indirected inputs: guard, remaining copies, table fill, replay."""
+def _pointer_list(by_input: dict[int, int]) -> list[int]:
+    """Per input index, its placeholder's address (0 where it has none): the table's base pointers."""
+    out = [0] * (max(by_input) + 1)
+    for i, p in by_input.items():
+        out[i] = p
+    return out
 
-    def __init__(self, plan: GraphPlan, table: PointerTable, guard: ReplayGuard,
-                 placeholder_ptrs: dict[int, int]) -> None:
+
+class PIReplay:
+    """A node's replay with indirected inputs: guard, remaining copies, table fill, replay.
+
+    What does not change between replays is worked out on the first one: which inputs are
+    copied and into which placeholder views, which are indirected. The table's entries for
+    copied inputs keep their placeholders' addresses; only indirected ones are rewritten.
+    """
+
+    def __init__(self, plan: GraphPlan, table: PointerTable, guard: ReplayGuard, placeholder_ptrs: list[int]) -> None:
+        self.plan = plan
+        self.table = table  # referenced here for the node's lifetime: the graph's kernels read it
+        self.guard = guard
+        self.indirected = tuple(plan.indirected)
+        self._placeholder_ptrs = placeholder_ptrs
+        self._ptrs = list(placeholder_ptrs)
+        self._copied: list[tuple[int, Any]] | None = None  # (input index, its expanded dims)
+        self._dst: list[Any] = []
+
+    def _bind(self, node: Any) -> None:
         import torch
         from torch._inductor.cudagraph_trees import index_expanded_dims
 
-        self._foreach_copy = torch._foreach_copy_
         self._index_expanded_dims = index_expanded_dims
-        self.plan = plan
-        self.table = table
-        self.guard = guard
-        self.indirected = frozenset(plan.indirected)
-        self._placeholder_ptrs = placeholder_ptrs
-        self._ptrs = [0] * (max(placeholder_ptrs) + 1)
-        for i, p in placeholder_ptrs.items():
-            self._ptrs[i] = p
-
-    def fill_with_placeholders(self) -> None:
-        self.table.fill(self._ptrs)
+        self._foreach_copy = torch._foreach_copy_
+        indirected = set(self.indirected)
+        self._copied = [(i, node.expanded_dims[i]) for i in node.non_static_input_idx
+                        if isinstance(node.reconstructed_inputs[i], torch.Tensor) and i not in indirected]
+        self._dst = [index_expanded_dims(node.reconstructed_inputs[i], dims) for i, dims in self._copied]
 
     def replay(self, node: Any, new_inputs: list[Any]) -> None:
         """Stands for the tree's ``_copy_inputs_and_remove_from_src`` and ``run_graph``."""
-        index_expanded_dims = self._index_expanded_dims
-        fallback = self.guard.must_copy(new_inputs)
+        if not self.indirected:  # every input copied: the table holds fixed addresses already
+            node._copy_inputs_and_remove_from_src(node.reconstructed_inputs, new_inputs)
+            node.run_graph()
+            return
+        if self._copied is None:
+            self._bind(node)
+        expand = self._index_expanded_dims
+        dst = self._dst
+        src = [expand(new_inputs[i], dims) for i, dims in self._copied]
         ptrs = self._ptrs
-        dst, src = [], []
-        for idx in node.non_static_input_idx:
-            x = new_inputs[idx]
-            if not hasattr(x, "data_ptr"):
-                continue
-            if idx in self.indirected and idx not in fallback:
-                ptrs[idx] = x.data_ptr()
-                continue
-            ptrs[idx] = self._placeholder_ptrs.get(idx, 0)
-            dims = node.expanded_dims[idx]
-            dst.append(index_expanded_dims(node.reconstructed_inputs[idx], dims))
-            src.append(index_expanded_dims(x, dims))
+        for i in self.indirected:
+            ptrs[i] = new_inputs[i].data_ptr()
+        fallback = self.guard.must_copy(new_inputs)
+        if fallback:  # rare: an input this replay cannot read in place goes to its placeholder
+            dst = dst + [expand(node.reconstructed_inputs[i], node.expanded_dims[i]) for i in fallback]
+            src += [expand(new_inputs[i], node.expanded_dims[i]) for i in fallback]
+            for i in fallback:
+                ptrs[i] = self._placeholder_ptrs[i]
         if dst:
             self._foreach_copy(dst, src)
         self.table.fill(ptrs)
-        node.run_graph()
-
-
-class _CopyAllReplay(PIReplay):
-    """Slots were handed out but every input keeps its copy: the slots keep the placeholders'
-    addresses, which never change, so a replay is the tree's own."""
-
-    def __init__(self, inner: PIReplay) -> None:
-        self.__dict__.update(inner.__dict__)
-
-    def replay(self, node: Any, new_inputs: list[Any]) -> None:
-        node._copy_inputs_and_remove_from_src(node.reconstructed_inputs, new_inputs)
         node.run_graph()
 
 
@@ -446,16 +455,6 @@ def _relaxed_capture(device: Any) -> Iterator[None]:
         yield
     finally:
         driver.cuThreadExchangeStreamCaptureMode(previous)
-
-
-def _runtime_arg_names(autotuner: Any, launcher: Any, count: int) -> list[str]:
-    """The names of a launch's positional arguments: the kernel's, less its compile-time constants."""
-    constants = set(launcher.config.kwargs) | set(autotuner.triton_meta.get("constants", {}))
-    signature = autotuner.triton_meta["signature"]
-    names = [n for n in autotuner.fn.arg_names if n not in constants and signature.get(n) != "constexpr"]
-    if len(names) != count:
-        raise _NotRedirected(f"launch has {count} arguments, expected {names}")
-    return names
 
 
 def _config_key(config: Any) -> tuple:

@@ -50,7 +50,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import grace
-from grace import config
+from grace import config, trees
 from grace.log import get_logger
 from grace.scg import cache, report
 from grace.scg.candidate import Candidate, describe, innermost
@@ -231,13 +231,13 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
     settings = ProfileSettings(config.scg_warmup, config.scg_rounds, config.scg_calls)
     device = manager.device_index
     with torch.cuda.device(device), torch.random.fork_rng(devices=[device]), _quiet_tree_logs():
-        trees: list[Any] = []
+        private_trees: list[Any] = []
         fns: dict[Choice, Any] = {}
 
         def graphed(pi: bool) -> tuple[Any, Any]:
             private = CUDAGraphTreeManager(device)
             _profiling_trees.add(private)
-            trees.append(private)
+            private_trees.append(private)
             with config.patch(pi=pi):
                 fn, first = private.add_function(
                     wrapped.model, list(inputs), read_in_place, None, CompilationMode.INFERENCE,
@@ -251,34 +251,23 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
             if config.pi:
                 fn, private = graphed(pi=True)
                 if any(getattr(n, "grace_pi", None) is not None and n.grace_pi.plan.indirected
-                       for n in _nodes(private)):
+                       for n in trees.nodes(private)):
                     fns[Choice.GRAPH_PI] = fn
             runners: dict[Choice, Callable[[], object]] = {Choice.NO_GRAPH: lambda: wrapped.model(list(inputs))}
             for choice, fn in fns.items():
-                runners[choice] = functools.partial(_call_with_copy, fn, inputs)
+                runners[choice] = functools.partial(_call_on_list, fn, inputs)
             return time_choices(runners, torch.cuda.synchronize, settings)
         finally:
             fns.clear()  # their finalizers release the private trees' hold on the device's container
             fn = None
             runners = {}
-            for private in trees:
+            for private in private_trees:
                 private.shutdown()
             torch.cuda.synchronize()
 
 
-def _call_with_copy(fn: Callable[[list[Any]], object], inputs: list[Any]) -> object:
+def _call_on_list(fn: Callable[[list[Any]], object], inputs: list[Any]) -> object:
     return fn(list(inputs))
-
-
-def _nodes(manager: Any) -> list[Any]:
-    """Every recorded node of a tree."""
-    roots = getattr(manager, "roots", None) or {}
-    out, stack = [], [n for nodes in roots.values() for n in nodes]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(c for children in node.children.values() for c in children)
-    return out
 
 
 def _same_layout_copy(t: Any) -> Any:

@@ -1,0 +1,25 @@
+"""The graphs recorded in torch's CUDA graph trees, for reports, SCG's profiles and tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def nodes(manager: Any) -> list[Any]:
+    """Every recorded node of one tree (``CUDAGraphTreeManager``), roots and descendants."""
+    roots = getattr(manager, "roots", None) or {}
+    out, stack = [], [n for ns in roots.values() for n in ns]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(c for children in node.children.values() for c in children)
+    return out
+
+
+def recorded_nodes() -> list[Any]:
+    """Every recorded node of this process's trees, all devices."""
+    import torch
+    from torch._inductor import cudagraph_trees
+
+    managers = (cudagraph_trees.get_manager(d, create_if_none_exists=False) for d in range(torch.cuda.device_count()))
+    return [n for m in managers if m is not None for n in nodes(m)]
