@@ -2,7 +2,7 @@
 
 Dynamo wraps a ``np.float64`` (``np.power(d_k, 0.5)``, the speech transformer's temperature) as
 a 0-d CPU tensor input: every call then pays ``torch.as_tensor`` in the frame's prelude and a
-tensor-match guard plus a NaN lambda guard on it, about 14 us per scalar on a small CPU, and the
+tensor-match guard plus a NaN lambda guard on it, and the
 graph gets a CPU input (which :mod:`grace.cgct.staging` would stage). A Python float in the same
 place costs a C++ equality guard and is a constant in the graph. ``np.float64`` subclasses
 ``float`` and torch's operators treat it as one, so the same specialization is exact for it.
