@@ -335,3 +335,16 @@ def test_timing_lock_excludes_other_runners_while_held(tmp_path) -> None:
     assert try_lock(), "the lock is released after the timed rounds"
     with exclusive(None, "w"):
         pass
+
+
+def test_dcgan_runs_in_float64_for_the_check() -> None:
+    """The float64 arbiter runs the model converted to float64; DCGAN's BCE labels follow the
+    images' dtype, so its losses (and their gradients) can be computed there."""
+    from grace.bench import workloads
+    from grace.bench.worker import _as_float64
+
+    w = workloads.get("DCGAN")
+    model = _as_float64(w.build("cpu", 2, size="tiny"))
+    loss = w.loss(model(*_as_float64(w.inputs(model, 0, "cpu", 2, size="tiny"))))
+    loss.backward()
+    assert loss.dtype == torch.float64

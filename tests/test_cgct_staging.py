@@ -101,3 +101,23 @@ def test_a_mirror_follows_replacement_and_in_place_writes() -> None:
         replacement[0, 0] = 42.0
     state.substitute([replacement])
     assert mirror[0, 0].item() == 42.0
+
+
+def test_the_refreshing_wrapper_calls_aot_autograds_function_unboxed() -> None:
+    """AOTAutograd's function carries ``_boxed_call`` copied from the one inside, yet takes its
+    inputs as positional arguments: the wrapper must call it that way and must not pass the flag on."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    from grace.cgct.staging import refreshing
+
+    gm = torch.fx.symbolic_trace(lambda x, s: (x * s,))
+    compiled = aot_module_simplified(gm, [torch.randn(3), torch.tensor(2.0)],
+                                     fw_compiler=lambda g, _: make_boxed_func(g.forward))
+    state = _state({1: SCALAR}, {1: ()})
+    call = refreshing(compiled, state)
+    assert not getattr(call, "_boxed_call", False)
+    (out,) = call(torch.ones(3), torch.tensor(3.0))
+    assert out.tolist() == [3.0, 3.0, 3.0]
+    (out,) = call(torch.ones(3), torch.tensor(5.0))
+    assert out.tolist() == [5.0, 5.0, 5.0], "the changed scalar reaches the compiled function"

@@ -10,7 +10,7 @@ pytest.importorskip("triton")
 
 from grace.pi import triton_stage  # noqa: E402
 from grace.pi.ptx import is_indirected  # noqa: E402
-from grace.pi.variant import VariantError, indirected_variant  # noqa: E402
+from grace.pi.variant import VariantError, indirected_variant, kernel_module_path  # noqa: E402
 
 MODULE = Path(__file__).parent / "fixtures" / "inductor" / "triton_poi_fused_add_mul_0.py"
 
@@ -47,4 +47,26 @@ def test_a_non_pointer_argument_is_refused(autotuner) -> None:
 def test_a_kernel_without_its_module_file_is_refused(autotuner, monkeypatch) -> None:
     monkeypatch.setattr(autotuner.fn.fn, "__code__", (lambda: None).__code__)
     with pytest.raises(VariantError, match="cannot read its module source"):
+        indirected_variant(autotuner, autotuner.configs[0], ["in_ptr0"], warm_cache_only=True)
+
+
+def test_a_kernel_compiled_in_a_worker_is_found_through_its_reload(autotuner) -> None:
+    """Inductor's workers send kernels back without their function (``prepare_for_pickle``) and
+    with a reload from source; the variant is built from the reloaded module, the autotuner left as is."""
+    from torch._inductor.codecache import PyCodeCache
+
+    source = MODULE.read_text() + "\n# reloaded in the parent\n"  # another module than the fixture's
+    autotuner.prepare_for_pickle()
+    assert autotuner.fn.fn is None
+    autotuner._reload_kernel = lambda: getattr(PyCodeCache.load(source), "triton_poi_fused_add_mul_0")
+    assert kernel_module_path(autotuner).read_text() == source
+    variant = indirected_variant(autotuner, autotuner.configs[0], ["in_ptr0"], warm_cache_only=True)
+    assert is_indirected(variant.compile_results[0].kernel.asm["ptx"], (0,))
+    assert autotuner.fn.fn is None
+
+
+def test_a_kernel_without_function_or_reload_is_refused(autotuner) -> None:
+    autotuner.prepare_for_pickle()
+    autotuner._reload_kernel = None  # as the FX graph cache's bundler leaves it
+    with pytest.raises(VariantError, match="its module is unknown"):
         indirected_variant(autotuner, autotuner.configs[0], ["in_ptr0"], warm_cache_only=True)

@@ -35,7 +35,6 @@ is a GPU tensor (no ``.item()``, no in-place method, no ``out=``); for a mirror,
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,17 +239,18 @@ def maybe_stage(gm: Any, example_inputs: Sequence[Any], compile_gm: Callable[...
                 "mirrored on the GPU, recopied when the CPU tensor is replaced or its version counter moves "
                 "(writes through .data or numpy views are not seen)")
         log.info("CGCT: input %d (%s) made GPU-resident: %s", s.index, s.source, what)
-    compiled = compile_gm(gm, new_inputs)
-    if getattr(compiled, "_boxed_call", False):
-        @functools.wraps(compiled)  # keeps _boxed_call and whatever else callers read off it
-        def boxed(args: list[Any]) -> Any:
-            state.substitute(args)
-            return compiled(args)
+    return refreshing(compile_gm(gm, new_inputs), state)
 
-        boxed.grace_cgct = state  # type: ignore[attr-defined]
-        return boxed
 
-    @functools.wraps(compiled)
+def refreshing(compiled: Callable[..., Any], state: StagedInputs) -> Callable[..., Any]:
+    """``compiled`` called with the staged inputs refreshed and substituted.
+
+    What ``_compile_fx_main`` returns for a GraphModule is called unboxed, with the inputs as
+    positional arguments, even though AOTAutograd copies ``_boxed_call`` onto it from the boxed
+    function inside (``simple_wraps``). So no attribute of ``compiled`` is copied here: that
+    flag would make a caller pass one list.
+    """
+
     def call(*args: Any) -> Any:
         args_list = list(args)
         state.substitute(args_list)

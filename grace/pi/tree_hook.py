@@ -246,9 +246,9 @@ def build_variant(autotuner: Any, config: Any, arg_names: Sequence[str]) -> Any:
 
 
 def variant_for(autotuner: Any, launcher: Any, requests: Sequence[SlotRequest]) -> Any:
-    code = getattr(getattr(autotuner.fn, "fn", None), "__code__", None)
-    module = code.co_filename if code is not None else f"object {id(autotuner)}"
-    key = (module, autotuner.fn.__name__, tuple(r.position for r in requests), _config_key(launcher.config))
+    from grace.pi.variant import kernel_module_path
+
+    key = (str(kernel_module_path(autotuner)), autotuner.fn.__name__, tuple(r.position for r in requests), _config_key(launcher.config))
     variant = _VARIANTS.get(key)
     if variant is None:
         variant = build_variant(autotuner, launcher.config, [r.name for r in requests])

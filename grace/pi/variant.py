@@ -27,6 +27,23 @@ class VariantError(RuntimeError):
     """The indirected variant could not be built; the caller keeps the copy for those inputs."""
 
 
+def kernel_module_path(autotuner: Any) -> Path:
+    """The code-cache module file that defines ``autotuner``'s kernel.
+
+    A kernel compiled in one of Inductor's worker processes comes back without its Python
+    function (``CachingAutotuner.prepare_for_pickle``); Inductor reloads it from source when it
+    needs it, and so do we, without replacing the autotuner's own ``fn``.
+    """
+    fn = getattr(getattr(autotuner, "fn", None), "fn", None)
+    if fn is None:
+        reload = getattr(autotuner, "_reload_kernel", None)
+        if not callable(reload):
+            raise VariantError(f"{autotuner.fn.__name__}: its module is unknown (compiled elsewhere, "
+                               "no reload available)")
+        fn = reload().fn.fn
+    return Path(fn.__code__.co_filename)
+
+
 def indirected_variant(autotuner: Any, config: Any, arg_names: Sequence[str], *,
                        warm_cache_only: bool = False) -> Any:
     """A ``CachingAutotuner`` for ``autotuner``'s kernel with ``arg_names`` read through slots."""
@@ -36,7 +53,7 @@ def indirected_variant(autotuner: Any, config: Any, arg_names: Sequence[str], *,
     base = autotuner.fn.__name__
     signature = autotuner.triton_meta["signature"]
     indices = triton_stage.ptx_param_indices(signature, arg_names)
-    source_file = Path(autotuner.fn.fn.__code__.co_filename)
+    source_file = kernel_module_path(autotuner)
     try:
         source = triton_stage.marked_source(source_file.read_text(), base, indices)
     except (OSError, ValueError) as e:

@@ -21,7 +21,8 @@ step between the discriminator's and the generator's losses, so the third pass s
 discriminator weights as the first two, and the discriminator's gradient also holds the
 generator loss's share (the original computes it too but zeroes it before it is used). The
 original reuses one label tensor with ``fill_``; that would modify a tensor BCE saved for
-backward, so each loss gets its own. The ``.item()`` statistics (D_x, D_G_z1, D_G_z2) are only
+backward, so each loss gets its own, in the images' dtype (``torch.float`` in the original, the
+same in a float32 run; it lets the benchmark's float64 check run the model). The ``.item()`` statistics (D_x, D_G_z1, D_G_z2) are only
 logged by the original and are left out.
 
 For "tiny", the architecture (which fixes 64x64 images) is kept with nz=8 and ngf=ndf=4.
@@ -115,16 +116,16 @@ def _build(size: Size) -> Any:
 
         def forward(self, real_images, noise):
             b_size = real_images.size(0)
-            label = torch.full((b_size,), self.real_label, dtype=torch.float, device=real_images.device)
+            label = torch.full((b_size,), self.real_label, dtype=real_images.dtype, device=real_images.device)
             output = self.netD(real_images).view(-1)
             errD_real = self.criterion(output, label)
 
             fake = self.netG(noise)
-            label = torch.full((b_size,), self.fake_label, dtype=torch.float, device=real_images.device)
+            label = torch.full((b_size,), self.fake_label, dtype=real_images.dtype, device=real_images.device)
             output = self.netD(fake.detach()).view(-1)
             errD_fake = self.criterion(output, label)
 
-            label = torch.full((b_size,), self.real_label, dtype=torch.float, device=real_images.device)
+            label = torch.full((b_size,), self.real_label, dtype=real_images.dtype, device=real_images.device)
             output = self.netD(fake).view(-1)
             errG = self.criterion(output, label)
             return errD_real, errD_fake, errG
