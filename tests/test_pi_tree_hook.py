@@ -7,7 +7,6 @@ with a stand-in for Triton's autotuner, so each rule is checked on its own.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -139,7 +138,7 @@ def test_finish_indirects_read_only_inputs_and_the_replay_fills_pointers(recordi
     ptr0, ptr1 = x.data_ptr(), y.data_ptr()
     placeholders[:2] = [None, None]
     del x, y  # the capture freed the placeholders
-    replay = rec.finish(mutated_input_idxs=[], node_name="graph 0")
+    replay = rec.finish(mutated_input_idxs=[], node_name="graph 0").replay
     assert isinstance(replay, PIReplay) and replay.plan.indirected == (0, 1)
     assert rec.table_storage[:2].tolist() == [ptr0, ptr1 + 64], "first replay reads the placeholders"
     a, b = torch.randn(64), torch.randn(16, 4)
@@ -158,7 +157,7 @@ def test_guard_failure_copies_that_replay_and_points_its_slot_at_the_placeholder
     ptr0 = x.data_ptr()
     placeholders[:2] = [None, None]
     del x, y
-    replay = rec.finish([], "graph 0")
+    replay = rec.finish([], "graph 0").replay
     node.reconstructed_inputs[0] = torch.empty(64)  # the copy target stands for the placeholder
     misaligned = torch.randn(65)[1:]  # 4 bytes past an aligned address
     b = torch.randn(16, 4)
@@ -174,7 +173,7 @@ def test_an_output_aliasing_a_placeholder_or_a_mutated_input_keeps_the_copy(reco
     alias = y.view(-1)  # an output that is a view of input 1 keeps its storage alive
     placeholders[:2] = [None, None]
     del x, y
-    replay = rec.finish(mutated_input_idxs=[0], node_name="graph 0")
+    replay = rec.finish(mutated_input_idxs=[0], node_name="graph 0", outputs=[alias]).replay
     decisions = {d.input_index: d for d in replay.plan.decisions}
     assert not decisions[0].indirect and "mutates" in decisions[0].reason
     assert not decisions[1].indirect and "aliases" in decisions[1].reason
@@ -238,10 +237,10 @@ def _at(address: int, like: torch.Tensor) -> torch.Tensor:
 
 
 class FakeNode:
-    """A recorded node whose graph computes ``2 * input 0`` into its output, reading either
+    """A recorded node whose graph computes ``factor * input 0`` into its output, reading either
     through slot 0 of the pointer table (as an indirected kernel) or the placeholder itself."""
 
-    def __init__(self, rec: Any, placeholder: torch.Tensor, through_table: bool) -> None:
+    def __init__(self, rec: Any, placeholder: torch.Tensor, through_table: bool, factor: float = 2.0) -> None:
         self.id = 7
         self.reconstructed_inputs = [placeholder]  # the tree's view of the placeholder's bytes
         self.out = torch.zeros_like(placeholder)
@@ -249,33 +248,67 @@ class FakeNode:
 
         def replay() -> None:
             source = _at(int(table[0]), placeholder) if through_table else placeholder
-            self.out.copy_(source * 2)
+            self.out.copy_(source * factor)
 
         self.graph = SimpleNamespace(replay=replay)
 
 
-@pytest.mark.parametrize("through_table, indirected", [(True, (0,)), (False, ())])
-def test_the_plan_is_validated_by_a_replay_with_inputs_moved(built, through_table: bool, indirected: tuple) -> None:
+def stock_model(args: list[Any]) -> list[torch.Tensor]:
+    """The recorded function with stock kernels: ``2 * input 0``; takes its list as Inductor's does."""
+    (x,) = args[:1]
+    args.clear()
+    return [x * 2]
+
+
+def _recorded(built: Any, through_table: bool, factor: float = 2.0) -> tuple[Any, Any, torch.Tensor]:
     placeholder = torch.randn(64)
     rec = start_recording("cpu", [placeholder], non_static_input_idx=[0])
     rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
-    stand_in = placeholder.clone()  # the capture freed the placeholder; its bytes stay in the pool
-    node = FakeNode(rec, stand_in, through_table)
-    before = stand_in.clone()
-    del placeholder
-    rec.tracked = {k: dataclasses.replace(t, data_ptr=stand_in.data_ptr()) for k, t in rec.tracked.items()}
-    replay = rec.finish([], "graph 7", node, [node.out])
-    assert replay.plan.indirected == indirected
-    if not indirected:
-        assert "outputs changed when the inputs moved" in replay.plan.decisions[0].reason
-    assert torch.equal(stand_in, before), "the placeholder has its bytes back for the tree's first replay"
+    return rec, FakeNode(rec, placeholder, through_table, factor), placeholder
+
+
+def test_a_graph_that_agrees_with_stock_kernels_with_inputs_moved_keeps_its_plan(built) -> None:
+    rec, node, placeholder = _recorded(built, through_table=True)
+    before = placeholder.clone()
+    finished = rec.finish([], "graph 7", node, [node.out], stock_model, [placeholder])
+    assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+    assert torch.equal(placeholder, before), "the placeholder has its bytes back for the tree's first replay"
+    assert rec.table_storage[0].item() == placeholder.data_ptr(), "and the table its address"
+
+
+@pytest.mark.parametrize("through_table, factor, why", [
+    (False, 2.0, "more NaN than stock"),  # a kernel the capture missed reads the overwritten placeholder
+    (True, 3.0, "max |difference|"),  # an indirected kernel that computes something else
+])
+def test_a_graph_that_differs_from_stock_kernels_is_recorded_again(built, through_table: bool, factor: float,
+                                                                   why: str) -> None:
+    from grace.pi import report
+
+    report.reset()
+    rec, node, placeholder = _recorded(built, through_table, factor)
+    before = placeholder.clone()
+    finished = rec.finish([], "graph 7", node, [node.out], stock_model, [placeholder])
+    assert finished.replay is None and why in finished.rerecord
+    assert torch.equal(placeholder, before), "the second capture reads the recording inputs"
+    (r,) = report.records()
+    assert r.strategy.startswith("none") and r.indirected == [] and r.copy_bytes_after == r.copy_bytes_before
+    report.reset()
+
+
+def test_a_check_that_cannot_run_means_recording_again(built) -> None:
+    rec, node, placeholder = _recorded(built, through_table=True)
+
+    def failing(args: list[Any]) -> Any:
+        raise RuntimeError("out of memory")
+
+    finished = rec.finish([], "graph 7", node, [node.out], failing, [placeholder])
+    assert finished.replay is None and "could not run" in finished.rerecord
 
 
 def test_a_graph_that_mutates_inputs_is_not_replayed_to_validate(built) -> None:
     placeholder = torch.randn(64)
     rec = start_recording("cpu", [placeholder, torch.zeros(4)], non_static_input_idx=[0])
     rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
-    node = FakeNode(rec, placeholder.clone(), through_table=False)  # would fail validation if replayed
-    del placeholder
-    replay = rec.finish([1], "graph 8", node, [node.out])
-    assert replay.plan.indirected == (0,) and not node.out.any(), "never replayed"
+    node = FakeNode(rec, placeholder, through_table=False)  # would fail the check if replayed
+    finished = rec.finish([1], "graph 8", node, [node.out], stock_model, [placeholder, torch.zeros(4)])
+    assert finished.replay.plan.indirected == (0,) and not node.out.any(), "never replayed"

@@ -16,24 +16,24 @@ instead of copying their bytes. Three moments, each a call from the patch
 1. ``CUDAGraphNode._record``, before the capture: :func:`start_recording` notes each
    placeholder by its storage's identity and allocates the table's device memory, outside the
    graph's memory pool (a block of the pool that no output owns would fail the tree's
-   ``check_memory_pool``, and the table must outlive the capture). Nothing holds a placeholder:
-   the generated code frees each one after its last use, and a later buffer of the same graph
-   may then sit at its address. That is why a launch argument is matched to a placeholder by
-   storage identity, never by address.
+   ``check_memory_pool``, and the table must outlive the capture). The patch holds the
+   recording inputs through this capture, so that a second capture (step 3) reads the same
+   placeholders; inside the graph, buffers may still alias one another, which is why a launch
+   argument is matched to a placeholder by storage identity, never by address.
 2. During the capture, :meth:`Recording.launch` (from ``CachingAutotuner.run``) redirects each
    launch whose pointer arguments are placeholders or views of them (the variant is compiled
    there, the first time, with this thread's capture mode relaxed so that loading its module
    does not invalidate the capture), and a dispatch mode notes
    every ATen operator that is handed one (a cuBLAS matmul, a copy, a fallback kernel): such
    an input keeps its copy, because that operator reads the placeholder itself.
-3. After the capture, :meth:`Recording.finish` decides per input (:func:`grace.pi.plan.plan_graph`),
-   checks the plan by replaying the graph with the indirected inputs moved and their
-   placeholders overwritten (any difference in the outputs keeps every copy), and returns the
-   node's :class:`PIReplay`, or None if no input is indirected. An input also
-   keeps its copy if its placeholder is still alive after the capture (an output aliases it, and
-   would come back with the placeholder's bytes), if the graph mutates it, or if a launch that
-   read it could not be redirected. The table is filled with the placeholders' own addresses for
-   the tree's first replay, which runs on the recording inputs.
+3. After the capture, :meth:`Recording.finish` decides per input (:func:`grace.pi.plan.plan_graph`)
+   and checks the graph against the recorded function run with stock kernels, replaying it
+   with the indirected inputs moved and their placeholders overwritten. If they differ, or the
+   check cannot run, the graph is not trusted: the patch records it again with PI off, exactly
+   as stock PyTorch would, and the log says why. Otherwise the node gets its
+   :class:`PIReplay` (an input keeps its copy if an output aliases it, if the graph mutates
+   it, or if a launch that read it could not be redirected). The table is filled with the
+   placeholders' own addresses for the tree's first replay, which runs on the recording inputs.
 
 At every replay, :meth:`PIReplay.replay` runs instead of the tree's copy: the guard
 (:class:`grace.pi.guard.ReplayGuard`) sends an input whose alignment, strides or storage offset
@@ -141,14 +141,18 @@ class Recording:
     # -- after the capture ----------------------------------------------------------------
 
     def finish(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any = None,
-               outputs: Sequence[Any] = ()) -> PIReplay | None:
-        """The plan for this graph, and its replay state if any input is indirected.
+               outputs: Sequence[Any] = (), model: Any = None, inputs: Sequence[Any] = ()) -> Finished:
+        """The plan for this graph: its replay state, or a reason to record it again as stock.
 
-        With the recorded ``node`` and its ``outputs``, a plan that indirects inputs is first
-        validated (:meth:`_validate`); a difference, or a validation that fails, keeps every copy.
+        ``inputs`` are the recording inputs, which the patch keeps alive through this capture so
+        that a second, stock capture can read the same placeholders. ``model`` is the function
+        the graph recorded. A graph that launches indirected kernels is checked against it
+        (:meth:`_validate`); if the check fails or cannot run, the graph is not trusted and the
+        caller records it again with every launch stock.
         """
-        for t in self.tracked.values():
-            if not t.storage.expired():
+        out_storages = {o.untyped_storage()._cdata for o in outputs if hasattr(o, "untyped_storage")}
+        for cdata, t in self.tracked.items():
+            if cdata in out_storages:  # the output would come back with the placeholder's bytes
                 self.block(t.input_index, "an output aliases it")
             if t.input_index in mutated_input_idxs:
                 self.block(t.input_index, "the graph mutates it")
@@ -156,21 +160,23 @@ class Recording:
         if not self.slots:
             _log_plan(node_name, plan)
             report.add(report.GraphRecord.of(node_name, plan))
-            return None
+            return Finished(None)
         table = PointerTable(self.slots, self.device, storage=self.table_storage)
         placeholder_ptrs = _pointer_list({t.input_index: t.data_ptr for t in self.tracked.values()})
-        if plan.indirected and node is not None:
-            why = self._validate(node, outputs, plan, table, placeholder_ptrs, mutated_input_idxs)
+        if node is not None and model is not None:
+            why = self._validate(node, outputs, plan, table, placeholder_ptrs, mutated_input_idxs, model, inputs)
             if why is not None:
-                for i in plan.indirected:
-                    self.block(i, why)
-                plan = self._plan()
+                log.warning("PI %s: recorded again without indirection: %s", node_name, why)
+                report.add(report.GraphRecord(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
+                                              plan.copy_bytes_before, 0, [],
+                                              {t.input_index: why for t in self.tracked.values()}))
+                return Finished(None, rerecord=why)
         _log_plan(node_name, plan)
         report.add(report.GraphRecord.of(node_name, plan))
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
         replay = PIReplay(plan, table, ReplayGuard(layouts), placeholder_ptrs)
         table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
-        return replay
+        return Finished(replay)
 
     def _plan(self) -> GraphPlan:
         placeholders = [t.placeholder for t in self.tracked.values()]
@@ -179,58 +185,94 @@ class Recording:
         return plan_graph(placeholders, self.slots, references)
 
     def _validate(self, node: Any, outputs: Sequence[Any], plan: GraphPlan, table: PointerTable,
-                  placeholder_ptrs: list[int], mutated_input_idxs: Sequence[int]) -> str | None:
-        """Replay once through the placeholders and once with the indirected inputs moved to new
-        addresses and their placeholders overwritten; None if the outputs agree, else why not.
+                  placeholder_ptrs: list[int], mutated_input_idxs: Sequence[int], model: Any,
+                  inputs: Sequence[Any]) -> str | None:
+        """Check the recorded graph against ``model`` run with stock kernels; None if they agree.
 
-        A kernel that still reads a placeholder (a reference the capture did not see) reads the
-        overwritten bytes and the outputs differ. The placeholders get their bytes back before
-        the tree's own first replay. A graph that mutates inputs, or draws random numbers, would
-        change the program's state if replayed more than once: it is not validated, and keeps
-        its plan on the strength of the capture's analysis (logged).
+        The reference is ``model`` (outside any capture, so every launch is stock) on copies of
+        the recording inputs. The graph is then replayed once with its indirected inputs moved
+        to new addresses and their placeholders overwritten (NaN in every float lane): a kernel
+        that still reads a placeholder reads the overwritten bytes, and an indirected kernel
+        that computes anything else than the stock one differs too. The placeholders get their
+        bytes back and the table their addresses before the tree's own first replay. A graph
+        that mutates inputs or draws random numbers would change the program's state if run
+        again; it is not checked, and keeps its plan on the strength of the capture's analysis.
         """
         import torch
 
         if mutated_input_idxs or self.has_rng:
             why = "the graph mutates inputs" if mutated_input_idxs else "the graph draws random numbers"
-            log.info("PI %s: plan not validated by replay (%s)", getattr(node, "id", "?"), why)
+            log.info("PI %s: plan not validated (%s)", getattr(node, "id", "?"), why)
             return None
-        placeholders = {i: node.reconstructed_inputs[i] for i in plan.indirected}
-        tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+        tracked = {t.input_index for t in self.tracked.values()}
         try:
+            placeholders = {i: inputs[i] if inputs else node.reconstructed_inputs[i] for i in tracked}
             saved = {i: t.clone() for i, t in placeholders.items()}
-            table.fill(placeholder_ptrs)
-            node.graph.replay()
-            expected = [o.clone() for o in tensors]
-            moved = {i: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device).copy_(t)
-                     for i, t in saved.items()}
-            for t in placeholders.values():  # NaN in every float lane, -1 in every integer one
-                if t.is_contiguous():
-                    t.view(-1).view(torch.uint8).fill_(0xFF)
-                else:
-                    t.fill_(float("nan") if t.is_floating_point() else -1)
+            source = list(inputs) if inputs else list(node.reconstructed_inputs)
+            expected = model([saved[i].clone() if i in saved else x for i, x in enumerate(source)])
+            moved = {i: saved[i].clone() for i in plan.indirected}
+            for i in plan.indirected:
+                _overwrite(placeholders[i])
             ptrs = list(placeholder_ptrs)
             for i, t in moved.items():
                 ptrs[i] = t.data_ptr()
             table.fill(ptrs)
             node.graph.replay()
-            same = all(_same(o, e) for o, e in zip(tensors, expected))
-            for i, t in placeholders.items():
-                t.copy_(saved[i])
+            why = _first_difference(outputs, expected)
+            for i in plan.indirected:
+                placeholders[i].copy_(saved[i])
+            table.fill(placeholder_ptrs)
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 - capture time: a failed check keeps the copies
-            return f"validation replay failed ({type(e).__name__}: {e})"
-        return None if same else "outputs changed when the inputs moved (a reference the capture missed)"
+        except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
+            return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
+        return None if why is None else f"differs from the stock kernels with inputs moved: {why}"
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Bitwise equal, NaN where NaN."""
+@dataclass
+class Finished:
+    """What a recording leaves: the node's PI replay state, or why to record it again as stock."""
+
+    replay: PIReplay | None
+    rerecord: str | None = None
+
+
+def _overwrite(t: Any) -> None:
+    """NaN in every float lane, -1 in every integer one."""
     import torch
 
-    if a.is_floating_point():
-        return bool(torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
-    return bool(torch.equal(a, b))
+    if t.is_contiguous():
+        t.view(-1).view(torch.uint8).fill_(0xFF)
+    else:
+        t.fill_(float("nan") if t.is_floating_point() else -1)
+
+
+def _first_difference(outputs: Sequence[Any], expected: Sequence[Any]) -> str | None:
+    """None if every tensor output matches the stock run's, else the first difference, described."""
+    import torch
+
+    expected = list(expected)
+    if len(expected) != len(outputs):
+        return f"{len(outputs)} outputs against {len(expected)}"
+    for k, (o, e) in enumerate(zip(outputs, expected)):
+        if not isinstance(o, torch.Tensor):
+            continue
+        if o.shape != e.shape or o.dtype != e.dtype:
+            return f"output {k}: {tuple(o.shape)} {o.dtype} against {tuple(e.shape)} {e.dtype}"
+        if o.is_floating_point() or o.is_complex():
+            if torch.allclose(o, e, rtol=RTOL, atol=ATOL, equal_nan=True):
+                continue
+            nans = int(o.isnan().sum() - e.isnan().sum())
+            diff = (o - e).abs().nan_to_num(float("inf")).max().item()
+            return f"output {k}: max |difference| {diff:.3g}, {nans} more NaN than stock"
+        if not torch.equal(o, e):
+            return f"output {k}: {int((o != e).sum())} elements differ"
+    return None
+
+
+# The graph and the stock run launch the same kernels with the same configs; what may differ
+# is the order of atomic additions (split reductions) and a vendor library's algorithm choice.
+RTOL, ATOL = 1e-4, 1e-5
 
 
 # Indirected variants by (kernel module file, kernel, indirected positions, config), for the
