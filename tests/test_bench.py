@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -188,10 +189,11 @@ def test_shards_partition_the_targets() -> None:
 
 # --- whole runs on the CPU ---------------------------------------------------------------
 
-def _run(tmp_path: Path, names: list[str], modes: str, repeat: int = 4, timeout: float = 240.0) -> list[dict]:
+def _run(tmp_path: Path, names: list[str], modes: str, repeat: int = 4, timeout: float = 240.0,
+         **options: Any) -> list[dict]:
     settings = Settings(experiment="cpu_test", run_id="r1", repeat=repeat, warmup=2, chunk=2,
                         timeout_s=timeout, device="cpu", size="tiny", results_dir=tmp_path,
-                        pin_cpu=max(os.sched_getaffinity(0)))
+                        pin_cpu=max(os.sched_getaffinity(0)), **options)
     out = run(settings, [Target(get(n), get(n).batch_size) for n in names], parse_modes(modes))
     assert (tmp_path / "raw" / "cpu_test" / "latest.txt").read_text().strip() == "r1"
     return [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
@@ -210,6 +212,33 @@ def test_run_writes_one_checked_row_per_mode(tmp_path: Path) -> None:
     for key in ("machine", "versions", "command"):
         assert nocg[key]
     assert nocg["versions"]["torch"].startswith("2.11.0")
+
+
+@pytest.mark.slow
+def test_compile_together_starts_every_mode_before_waiting_and_release_memory_still_checks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grace.bench import runner
+
+    events: list[tuple[str, str]] = []
+    start, receive = runner.start_worker, runner.Worker.receive
+
+    def spy_start(settings: Any, target: Any, mode: Any, *rest: Any) -> Any:
+        events.append(("start", mode.name))
+        return start(settings, target, mode, *rest)
+
+    def spy_receive(self: Any, expected: str) -> Any:
+        message = receive(self, expected)
+        if expected == "ready":
+            events.append(("ready", self.mode.name))
+        return message
+
+    monkeypatch.setattr(runner, "start_worker", spy_start)
+    monkeypatch.setattr(runner.Worker, "receive", spy_receive)
+    rows = _run(tmp_path, ["micro-mlp2"], "eager,pt2-nocg", compile_together=True, release_memory=True)
+    assert events[:2] == [("start", "eager"), ("start", "pt2-nocg")], events
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    assert all(r["compiled_together"] and r["release_memory"] for r in rows)
+    assert rows[1]["check"]["checked"] == 4 and len(rows[1]["samples_us"]) == 4
 
 
 @pytest.mark.slow

@@ -94,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="start no new workload after this many seconds (finish with --resume)")
     parser.add_argument("--coverage", type=int, default=0, metavar="N",
                         help="after timing, profile N iterations per mode: share of kernels in CUDA graphs (Table 2)")
+    parser.add_argument("--compile-together", action="store_true",
+                        help="start every mode's worker at once, so their compilations overlap "
+                             "(for workloads whose compiles do not fit a shard one after another)")
+    parser.add_argument("--release-memory", action="store_true",
+                        help="workers return cached GPU memory between their timed chunks (for workloads "
+                             "whose modes do not fit on the GPU together)")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
@@ -137,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                         timeout_s=args.timeout, device=args.device, size=args.size,
                         scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
                         timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
-                        stop_after_s=args.stop_after, coverage=args.coverage)
+                        stop_after_s=args.stop_after, coverage=args.coverage,
+                        compile_together=args.compile_together, release_memory=args.release_memory)
     out_dir = run(settings, targets, modes)
     import json
 

@@ -1,7 +1,9 @@
 """Run workloads in every mode, interleaved, and write one row per (workload, mode).
 
 For each workload the runner starts one worker per mode, one after another so that their
-compilations do not compete, and waits for each to warm up. Then it runs rounds: in round
+compilations do not compete, and waits for each to warm up (``compile_together`` starts them
+all at once instead, for workloads whose compilations would not fit a shard's time one after
+another; their rows say so, since compile times then overlap). Then it runs rounds: in round
 ``r`` every live worker times the same ``chunk`` input samples, the order of modes rotating
 from round to round, so drift (clocks, temperature, other tenants) hits all modes alike and
 the ``r``-th samples of two modes are a fair pair. A worker that crashes, or outlives the
@@ -10,7 +12,10 @@ others go on. Runners that share a GPU (shards run side by side to overlap their
 pass the same ``timing_lock``: a workload's timed rounds then hold it, so no two shards time at
 once. The limit applies to each phase of a case: compiling and warming up, then
 the timed rounds. Every worker's timing thread runs on the same core once timing starts, so
-no mode is luckier than another in where the scheduler puts it.
+no mode is luckier than another in where the scheduler puts it. With ``release_memory`` each
+worker returns its cached GPU memory after its chunk and runs one untimed step before the next,
+so that only the timing worker holds its activations: for workloads whose modes do not fit on
+the GPU together.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ class Settings:
     timing_lock: Path | None = None  # a file runners sharing the GPU lock around timed rounds
     stop_after_s: float | None = None  # start no workload after this many seconds
     coverage: int = 0  # iterations profiled per mode after timing for Table 2 (0: none)
+    compile_together: bool = False  # start every mode's worker at once (compilations overlap)
+    release_memory: bool = False  # workers return cached GPU memory between their timed chunks
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -160,6 +167,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "batch_size": target.batch_size, "idiom": wl.idiom, "mode": mode.name,
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
         "warmup": settings.warmup, "pinned_cpu": settings.pin_cpu,
+        "compiled_together": settings.compile_together, "release_memory": settings.release_memory,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
@@ -173,7 +181,7 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
            "--mode", mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
            "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu),
-           "--coverage", str(settings.coverage)]
+           "--coverage", str(settings.coverage)] + (["--release-memory"] if settings.release_memory else [])
     scg_cache = settings.scg_cache or out_dir / "scg-cache"
     scg_report = out_dir / "scg" / f"{target.workload.name}.{mode.name}.json"
     scg_report.parent.mkdir(exist_ok=True)
@@ -200,14 +208,20 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
         if worker in live:
             live.remove(worker)
 
-    for mode in modes:
-        worker = start_worker(settings, target, mode, out_dir, scratch)
+    def await_ready(worker: Worker) -> None:
         try:
             worker.row["compile_s"] = worker.receive("ready")["compile_s"]
             live.append(worker)
         except WorkerFailed as e:
             fail(worker, str(e))
-        progress.advance(note=f"{target.workload.name}: {mode.name} ready")
+        progress.advance(note=f"{target.workload.name}: {worker.mode.name} ready")
+
+    if settings.compile_together:
+        for worker in [start_worker(settings, target, mode, out_dir, scratch) for mode in modes]:
+            await_ready(worker)
+    else:
+        for mode in modes:
+            await_ready(start_worker(settings, target, mode, out_dir, scratch))
 
     rounds = _rounds(settings.repeat, settings.chunk)
     with exclusive(settings.timing_lock, target.workload.name):

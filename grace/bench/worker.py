@@ -151,6 +151,19 @@ class Case:
         self.sync()
         return time.perf_counter() - start
 
+    def untimed_step(self) -> None:
+        self.seed(WARMUP_SAMPLE_BASE)
+        self.step(self.fn, self.model, self.inputs(WARMUP_SAMPLE_BASE))
+        self.sync()
+
+    def release_memory(self) -> None:
+        """Return the caching allocator's free blocks (CUDA graph pools stay) to the device."""
+        if self.cuda:
+            import torch
+
+            self.sync()
+            torch.cuda.empty_cache()
+
     def timed(self, sample: int) -> float:
         """Microseconds for one iteration on ``sample``; its output is checked afterwards."""
         import torch
@@ -295,7 +308,11 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
                 # Only this (the timing) thread: compile workers and thread pools stay free.
                 os.sched_setaffinity(0, {args.pin_cpu})
                 pinned = True
+            if args.release_memory:
+                case.untimed_step()  # allocations after the cache was emptied stay off the clock
             send({"event": "samples", "us": [case.timed(s) for s in command["samples"]]})
+            if args.release_memory:
+                case.release_memory()
         elif command["cmd"] == "finish":
             coverage = case.coverage(args.coverage) if args.coverage and case.cuda else None
             send({"event": "summary", **case.summary(skips), "coverage": coverage})
@@ -313,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--size", default="full", choices=["full", "tiny"])
     parser.add_argument("--pin-cpu", type=int, default=-1, help="core for the timing thread; -1: none")
+    parser.add_argument("--release-memory", action="store_true",
+                        help="return cached GPU memory after each chunk; one untimed step before the next")
     parser.add_argument("--coverage", type=int, default=0,
                         help="after timing, profile this many iterations for the share of kernels in CUDA graphs")
     args = parser.parse_args(argv)
