@@ -2,39 +2,46 @@
 # PI and CGCT on the GPU in one go (issues 5 and 6): their GPU tests; the micro-workloads under
 # the stock and GraCE modes, interleaved, with Table 2's coverage profile, then Tables 2 and 3;
 # then Figure 9 (time against the number of indirected parameters). Each step has its own time
-# limit and writes under OUT (default results/raw/gpu_checks/<run id>); a step that fails or
-# times out is reported and the next one still runs.
+# limit and writes under CHECKS_DIR (default results/raw/gpu_checks/<run id>); a step that fails
+# or times out is reported and the next one still runs. With TARBALL set, everything the run
+# wrote (its directories, Figure 9's CSV and plots) is packed into that one file at the end,
+# which is how results come back from a machine that returns few files.
 #
-#   RUN_ID=$(date +%Y%m%d)-pi-cgct OUT=/somewhere bash scripts/gpu_checks_pi_cgct.sh
+#   RUN_ID=$(date +%Y%m%d)-pi-cgct TARBALL=$OUT/checks.tgz bash scripts/gpu_checks_pi_cgct.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh || exit 2
 PY=$(bash scripts/python.sh) || exit 2
 RUN_ID=${RUN_ID:-$(date +%Y%m%d-%H%M%S)-pi-cgct}
-OUT=${OUT:-results/raw/gpu_checks/$RUN_ID}
-mkdir -p "$OUT"
+CHECKS_DIR=${CHECKS_DIR:-results/raw/gpu_checks/$RUN_ID}
+mkdir -p "$CHECKS_DIR"
 export GRACE_LOGS=${GRACE_LOGS:-info}
 
-step() {  # step NAME SECONDS COMMAND...: run, log to OUT/NAME.log, report the outcome
+step() {  # step NAME SECONDS COMMAND...: run, log to CHECKS_DIR/NAME.log, report the outcome
   local name=$1 limit=$2; shift 2
   local start=$SECONDS
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  timeout "$limit" "$@" > "$CHECKS_DIR/$name.log" 2>&1
   local rc=$?
-  echo "== $name: exit $rc after $((SECONDS - start)) s (log: $OUT/$name.log)"
-  tail -n 3 "$OUT/$name.log"
+  echo "== $name: exit $rc after $((SECONDS - start)) s (log: $CHECKS_DIR/$name.log)"
+  tail -n 3 "$CHECKS_DIR/$name.log"
 }
 
 step pi_tests "${PI_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_pi_cuda.py tests/test_pi_tree_cuda.py
 step cgct_tests "${CGCT_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_cgct_cuda.py
-step micro "${MICRO_S:-300}" "$PY" -m grace.bench \
+step micro "${MICRO_S:-300}" "$PY" -m grace.bench --compile-together \
     --workloads micro-eos,micro-attn-numpy,micro-attn-float,micro-attn-cputensor,micro-cpu-tensor \
     --modes pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi --repeat "${REPEAT:-30}" --coverage 3 \
     --experiment gpu_checks --run-id "$RUN_ID"
-"$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$OUT/tables" \
-    > "$OUT/tables.log" 2>&1
-cat "$OUT/tables.log"
-step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --workloads figure9 --modes pt2-nocg,pt2-cg,grace-cgct-pi \
+"$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \
+    > "$CHECKS_DIR/tables.log" 2>&1
+cat "$CHECKS_DIR/tables.log"
+step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --compile-together --workloads figure9 --modes pt2-nocg,pt2-cg,grace-cgct-pi \
     --repeat "${REPEAT:-30}" --experiment figure9 --run-id "$RUN_ID"
-"$PY" -m grace.report figure9 --experiment figure9 --run-id "$RUN_ID" > "$OUT/figure9.log" 2>&1
-cat "$OUT/figure9.log"
-echo "results: $OUT and results/raw/gpu_checks/$RUN_ID"
+"$PY" -m grace.report figure9 --experiment figure9 --run-id "$RUN_ID" > "$CHECKS_DIR/figure9.log" 2>&1
+cat "$CHECKS_DIR/figure9.log"
+echo "results: $CHECKS_DIR and results/raw/gpu_checks/$RUN_ID"
+if [[ -n "${TARBALL:-}" ]]; then
+  tar czf "$TARBALL" "$CHECKS_DIR" "results/raw/gpu_checks/$RUN_ID" "results/raw/figure9/$RUN_ID" \
+      results/processed/figure9.csv figures/figure9.png figures/figure9.pdf 2>/dev/null
+  echo "packed: $TARBALL"
+fi
