@@ -19,8 +19,19 @@ def test_table2_takes_coverage_of_graph_modes_only() -> None:
 def test_table3_reports_bytes_before_and_after_and_graphs_with_pi() -> None:
     summary = {"graphs": 2, "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
                "pointers_per_replay": 2}
-    rows = [_row("pt2-cg", pi=None), _row("grace-cgct-pi", pi={"summary": summary, "graphs": []})]
+    rows = [_row("pt2-cg", pi=None, peak_replay_mem_bytes=9000),
+            _row("grace-cgct-pi", pi={"summary": summary, "graphs": []}, peak_replay_mem_bytes=8000)]
     (rec,) = table3(rows)
     assert rec == {"workload": "micro-eos", "mode": "grace-cgct-pi", "status": "ok", "graphs": 2,
                    "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
-                   "pointers_per_replay": 2}
+                   "pointers_per_replay": 2, "peak_mem_bytes": 8000, "peak_mem_bytes_pt2_cg": 9000}
+
+
+def test_table2_gives_the_compile_time_a_mode_adds_to_pt2_cg_at_its_latest_row() -> None:
+    cov = {"iterations": 3, "kernels": 30, "in_graphs": 30, "unlinked": 0, "share": 1.0}
+    rows = [_row("pt2-cg", coverage=cov, compile_s=10.0), _row("grace-cgct", coverage=cov, compile_s=99.0),
+            _row("grace-cgct", coverage=cov, compile_s=12.5)]  # a retry: the last row counts
+    by_mode = {r["mode"]: r for r in table2(rows)}
+    assert by_mode["grace-cgct"]["compile_s_over_pt2_cg"] == 2.5
+    assert by_mode["pt2-cg"]["compile_s_over_pt2_cg"] == 0.0
+    assert len(table2(rows)) == 2

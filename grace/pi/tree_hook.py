@@ -166,7 +166,8 @@ class Recording:
         if node is not None and model is not None:
             why = self._validate(node, outputs, plan, table, placeholder_ptrs, mutated_input_idxs, model, inputs)
             if why is not None:
-                log.warning("PI %s: recorded again without indirection: %s", node_name, why)
+                log.warning("PI %s: recorded again without indirection: %s (indirected kernels: %s)",
+                            node_name, why, ", ".join(sorted({slot.kernel for slot in self.slots})))
                 report.add(report.GraphRecord(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
                                               plan.copy_bytes_before, 0, [],
                                               {t.input_index: why for t in self.tracked.values()}))

@@ -2,10 +2,14 @@
 
 - ``tables/table2_cgct_coverage.csv``: per workload and mode, the kernels that ran in the
   profiled iterations and the share launched by CUDA graph replays (rows of a run made with
-  ``python -m grace.bench --coverage N``), for PT2-CG and the GraCE modes.
+  ``python -m grace.bench --coverage N``), for PT2-CG and the GraCE modes; and the mode's
+  compile time with what it adds to PT2-CG's in the same run (warm-up included, as measured).
 - ``tables/table3_pi_copy.csv``: per workload, for each mode with parameter indirection, the
   bytes PT2-CG copies per replay for the same graphs, the bytes still copied (pointer tables
-  included), the pointers written per replay, and the graphs that use PI.
+  included), the pointers written per replay, the graphs that use PI, and the peak memory of a
+  timed iteration against PT2-CG's in the same run.
+
+A workload with several rows for a mode (retries) is taken at its last one.
 """
 
 from __future__ import annotations
@@ -15,21 +19,35 @@ from typing import Any, Sequence
 COVERAGE_MODES = ("pt2-cg", "grace-cgct", "grace-cgct-pi", "grace")
 
 
+def _latest(rows: Sequence[dict]) -> dict[tuple[str, str], dict]:
+    return {(row["workload"], row["mode"]): row for row in rows}
+
+
+def _pt2_cg(latest: dict[tuple[str, str], dict], workload: str, key: str) -> Any:
+    row = latest.get((workload, "pt2-cg"))
+    return None if row is None else row.get(key)
+
+
 def table2(rows: Sequence[dict]) -> list[dict[str, Any]]:
+    latest = _latest(rows)
     out = []
-    for row in rows:
+    for row in latest.values():
         cov = row.get("coverage")
         if row["mode"] not in COVERAGE_MODES or not cov:
             continue
         out.append({"workload": row["workload"], "mode": row["mode"], "status": row["status"],
                     "iterations": cov["iterations"], "kernels": cov["kernels"], "in_graphs": cov["in_graphs"],
-                    "unlinked": cov["unlinked"], "share_in_graphs": round(cov["share"], 4)})
+                    "unlinked": cov["unlinked"], "share_in_graphs": round(cov["share"], 4),
+                    "compile_s": row.get("compile_s"),
+                    "compile_s_over_pt2_cg": _difference(row.get("compile_s"),
+                                                         _pt2_cg(latest, row["workload"], "compile_s"))})
     return out
 
 
 def table3(rows: Sequence[dict]) -> list[dict[str, Any]]:
+    latest = _latest(rows)
     out = []
-    for row in rows:
+    for row in latest.values():
         pi = row.get("pi")
         if not pi:
             continue
@@ -37,5 +55,11 @@ def table3(rows: Sequence[dict]) -> list[dict[str, Any]]:
         out.append({"workload": row["workload"], "mode": row["mode"], "status": row["status"],
                     "graphs": s["graphs"], "graphs_with_pi": s["graphs_with_pi"],
                     "copy_bytes_pt2_cg": s["copy_bytes_pt2_cg"], "copy_bytes_grace": s["copy_bytes_grace"],
-                    "pointers_per_replay": s["pointers_per_replay"]})
+                    "pointers_per_replay": s["pointers_per_replay"],
+                    "peak_mem_bytes": row.get("peak_replay_mem_bytes"),
+                    "peak_mem_bytes_pt2_cg": _pt2_cg(latest, row["workload"], "peak_replay_mem_bytes")})
     return out
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a - b, 3)
