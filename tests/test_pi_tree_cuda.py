@@ -3,7 +3,8 @@
 Behaviour only, never timing: with ``grace.config.pi`` on, a graph whose inputs only Triton
 kernels read replays them through the pointer table, and every replay equals eager on inputs
 it has never seen (fresh allocations each call, so the capture-time inputs are freed and their
-memory reused); an input that a cuBLAS matmul reads keeps its copy; misaligned and overlapping
+memory reused), for pointwise kernels and a reduction; an input that a cuBLAS matmul reads keeps
+its copy; misaligned and overlapping
 inputs are right; a training step's gradients equal eager's; with the switch off no node has a
 PI plan.
 """
@@ -67,6 +68,19 @@ def test_pointwise_inputs_are_indirected_and_every_replay_reads_its_own_inputs(p
     assert node.grace_pi is not None, "the graph records with a PI plan"
     assert node.grace_pi.plan.indirected == (0, 1)
     assert node.grace_pi.plan.copy_bytes_after == 0
+
+
+def test_a_reduction_reads_its_input_through_the_table(pi) -> None:
+    def r(b: Any) -> Any:
+        return b.sum(-1, keepdim=True) * 2
+
+    cr = torch.compile(r, mode="reduce-overhead")
+    for step in range(6):
+        b = _fresh(256, 64)
+        torch.testing.assert_close(cr(b), r(b), msg=f"call {step}")
+    (node,) = _nodes()
+    assert node.grace_pi is not None and node.grace_pi.plan.indirected == (0,), \
+        "the reduction's graph passes its check against stock kernels (else it is recorded again, stock)"
 
 
 def test_an_input_read_by_a_matmul_keeps_its_copy(pi) -> None:

@@ -305,10 +305,34 @@ def test_a_check_that_cannot_run_means_recording_again(built) -> None:
     assert finished.replay is None and "could not run" in finished.rerecord
 
 
-def test_a_graph_that_mutates_inputs_is_not_replayed_to_validate(built) -> None:
-    placeholder = torch.randn(64)
-    rec = start_recording("cpu", [placeholder, torch.zeros(4)], non_static_input_idx=[0])
+@pytest.mark.parametrize("graph_step, why", [(1.0, None), (2.0, "mutated input 0")])
+def test_a_graph_that_mutates_a_buffer_is_checked_on_it_and_the_buffer_is_put_back(built, graph_step: float,
+                                                                                   why: str | None) -> None:
+    placeholder, buffer = torch.randn(64), torch.zeros(4)
+    rec = start_recording("cpu", [placeholder, buffer], non_static_input_idx=[0])
     rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
-    node = FakeNode(rec, placeholder, through_table=False)  # would fail the check if replayed
-    finished = rec.finish([1], "graph 8", node, [node.out], stock_model, [placeholder, torch.zeros(4)])
-    assert finished.replay.plan.indirected == (0,) and not node.out.any(), "never replayed"
+    node = FakeNode(rec, placeholder, through_table=True)
+    replay = node.graph.replay
+    node.graph.replay = lambda: (replay(), buffer.add_(graph_step))
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        x, b = args
+        args.clear()
+        b.add_(1.0)  # stock: the running statistic moves by one
+        return [x * 2]
+
+    finished = rec.finish([1], "graph 8", node, [node.out], model, [placeholder, buffer])
+    if why is None:
+        assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+    else:
+        assert finished.replay is None and why in finished.rerecord
+    assert torch.equal(buffer, torch.zeros(4)), "the tree's first replay updates it, once"
+
+
+def test_a_graph_that_draws_random_numbers_is_recorded_again(built) -> None:
+    placeholder = torch.randn(64)
+    rec = start_recording("cpu", [placeholder, torch.Generator()], non_static_input_idx=[0])
+    rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
+    node = FakeNode(rec, placeholder, through_table=True)
+    finished = rec.finish([], "graph 9", node, [node.out], stock_model, [placeholder, torch.Generator()])
+    assert finished.replay is None and "random numbers" in finished.rerecord and not node.out.any()

@@ -29,8 +29,9 @@ instead of copying their bytes. Three moments, each a call from the patch
 3. After the capture, :meth:`Recording.finish` decides per input (:func:`grace.pi.plan.plan_graph`)
    and checks the graph against the recorded function run with stock kernels, replaying it
    with the indirected inputs moved and their placeholders overwritten. If they differ, or the
-   check cannot run, the graph is not trusted: the patch records it again with PI off, exactly
-   as stock PyTorch would, and the log says why. Otherwise the node gets its
+   check cannot run (a graph that draws random numbers cannot be run twice), the graph is not
+   trusted: the patch records it again with PI off, exactly as stock PyTorch would, and the log
+   says why. Inputs the graph mutates are compared too, and put back. Otherwise the node gets its
    :class:`PIReplay` (an input keeps its copy if an output aliases it, if the graph mutates
    it, or if a launch that read it could not be redirected). The table is filled with the
    placeholders' own addresses for the tree's first replay, which runs on the recording inputs.
@@ -194,23 +195,28 @@ class Recording:
         the recording inputs. The graph is then replayed once with its indirected inputs moved
         to new addresses and their placeholders overwritten (NaN in every float lane): a kernel
         that still reads a placeholder reads the overwritten bytes, and an indirected kernel
-        that computes anything else than the stock one differs too. The placeholders get their
-        bytes back and the table their addresses before the tree's own first replay. A graph
-        that mutates inputs or draws random numbers would change the program's state if run
-        again; it is not checked, and keeps its plan on the strength of the capture's analysis.
+        that computes anything else than the stock one differs too. Outputs are compared, and
+        so are the inputs the graph mutates (a static buffer such as BatchNorm's running
+        statistics), which are put back afterwards so that the tree's first replay updates them
+        once, as stock. The placeholders get their bytes back and the table their addresses
+        before that replay. A graph that draws random numbers cannot be run again without
+        advancing its generator: it is not checked, which counts as failing.
         """
         import torch
 
-        if mutated_input_idxs or self.has_rng:
-            why = "the graph mutates inputs" if mutated_input_idxs else "the graph draws random numbers"
-            log.info("PI %s: plan not validated (%s)", getattr(node, "id", "?"), why)
-            return None
-        tracked = {t.input_index for t in self.tracked.values()}
+        if self.has_rng:
+            return "the graph draws random numbers, so it cannot be run twice to be checked"
+        placeholders = {t.input_index: inputs[t.input_index] for t in self.tracked.values()}
+        mutated = [i for i in mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]
+        saved: dict[int, Any] = {}
+        before: dict[int, Any] = {}
         try:
-            placeholders = {i: inputs[i] if inputs else node.reconstructed_inputs[i] for i in tracked}
             saved = {i: t.clone() for i, t in placeholders.items()}
-            source = list(inputs) if inputs else list(node.reconstructed_inputs)
-            expected = model([saved[i].clone() if i in saved else x for i, x in enumerate(source)])
+            before = {i: inputs[i].clone() for i in mutated}
+            reference_args = [saved[i].clone() if i in saved else before[i].clone() if i in before else x
+                              for i, x in enumerate(inputs)]
+            reference_mutated = {i: reference_args[i] for i in mutated}
+            expected = model(reference_args)
             moved = {i: saved[i].clone() for i in plan.indirected}
             for i in plan.indirected:
                 _overwrite(placeholders[i])
@@ -219,14 +225,19 @@ class Recording:
                 ptrs[i] = t.data_ptr()
             table.fill(ptrs)
             node.graph.replay()
-            why = _first_difference(outputs, expected)
+            why = _first_difference(outputs, expected) or _first_difference(
+                [inputs[i] for i in mutated], [reference_mutated[i] for i in mutated], what="mutated input")
+        except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
+            return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
+        finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
             for i in plan.indirected:
-                placeholders[i].copy_(saved[i])
+                if i in saved:
+                    placeholders[i].copy_(saved[i])
+            for i, t in before.items():
+                inputs[i].copy_(t)
             table.fill(placeholder_ptrs)
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
-            return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
         return None if why is None else f"differs from the stock kernels with inputs moved: {why}"
 
 
@@ -248,26 +259,26 @@ def _overwrite(t: Any) -> None:
         t.fill_(float("nan") if t.is_floating_point() else -1)
 
 
-def _first_difference(outputs: Sequence[Any], expected: Sequence[Any]) -> str | None:
-    """None if every tensor output matches the stock run's, else the first difference, described."""
+def _first_difference(outputs: Sequence[Any], expected: Sequence[Any], what: str = "output") -> str | None:
+    """None if every tensor matches the stock run's, else the first difference, described."""
     import torch
 
     expected = list(expected)
     if len(expected) != len(outputs):
-        return f"{len(outputs)} outputs against {len(expected)}"
+        return f"{len(outputs)} {what}s against {len(expected)}"
     for k, (o, e) in enumerate(zip(outputs, expected)):
         if not isinstance(o, torch.Tensor):
             continue
         if o.shape != e.shape or o.dtype != e.dtype:
-            return f"output {k}: {tuple(o.shape)} {o.dtype} against {tuple(e.shape)} {e.dtype}"
+            return f"{what} {k}: {tuple(o.shape)} {o.dtype} against {tuple(e.shape)} {e.dtype}"
         if o.is_floating_point() or o.is_complex():
             if torch.allclose(o, e, rtol=RTOL, atol=ATOL, equal_nan=True):
                 continue
             nans = int(o.isnan().sum() - e.isnan().sum())
             diff = (o - e).abs().nan_to_num(float("inf")).max().item()
-            return f"output {k}: max |difference| {diff:.3g}, {nans} more NaN than stock"
+            return f"{what} {k}: max |difference| {diff:.3g}, {nans} more NaN than stock"
         if not torch.equal(o, e):
-            return f"output {k}: {int((o != e).sum())} elements differ"
+            return f"{what} {k}: {int((o != e).sum())} elements differ"
     return None
 
 
