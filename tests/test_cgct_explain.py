@@ -53,6 +53,16 @@ def test_module_cpu_tensor_copy_is_traced_to_the_users_line(fake_cuda_cases) -> 
     assert "self.table.to(x.device)" in source["code"]
 
 
+def test_a_cpu_output_no_longer_splits_the_gpu_work_on_torch_2_11(fake_cuda_cases) -> None:
+    """The paper's third rewrite (CPU outputs) has nothing to recover on 2.11: the scheduler
+    gives the device-to-host copy a partition of its own and the GPU work stays one CUDA graph,
+    which is why CGCT does not rewrite outputs. If a torch upgrade changes that, this fails."""
+    case = fake_cuda_cases["cpu-output"]
+    assert case["graphs"] == [{"partitions": 2, "cudagraphable": 1, "non_cudagraphable": 1}]
+    (finding,) = case["findings"]
+    assert finding["ir"] == "DeviceCopy" and "h.sum().cpu()" in finding["source"]["code"]
+
+
 def test_graph_break_on_item_is_a_synchronization_with_its_line() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         y = x * 2
