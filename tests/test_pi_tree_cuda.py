@@ -70,6 +70,34 @@ def test_pointwise_inputs_are_indirected_and_every_replay_reads_its_own_inputs(p
     assert node.grace_pi.plan.copy_bytes_after == 0
 
 
+def test_a_graph_that_fails_its_check_is_recorded_again_stock_and_stays_right(pi, monkeypatch, caplog) -> None:
+    import logging
+
+    from grace.pi import tree_hook
+
+    monkeypatch.setattr(tree_hook, "_first_difference", lambda *a, **k: "forced by the test")
+
+    def f(a: Any, b: Any) -> Any:
+        return (a + b) * torch.sin(a)
+
+    cf = torch.compile(f, mode="reduce-overhead")
+    logger = logging.getLogger("grace.pi")  # the grace logger does not propagate to root
+    level = logger.level
+    logger.addHandler(caplog.handler)
+    logger.setLevel(logging.WARNING)
+    try:
+        for step in range(6):
+            a, b = _fresh(N), _fresh(N)
+            torch.testing.assert_close(cf(a, b), f(a, b), msg=f"call {step}")
+            del a, b  # the next call's inputs may take their memory
+    finally:
+        logger.removeHandler(caplog.handler)
+        logger.setLevel(level)
+    (node,) = _nodes()
+    assert node.grace_pi is None, "the second capture is stock: the tree copies every input"
+    assert "recorded again without indirection: differs from the stock kernels" in caplog.text
+
+
 def test_a_reduction_reads_its_input_through_the_table(pi) -> None:
     def r(b: Any) -> Any:
         return b.sum(-1, keepdim=True) * 2
