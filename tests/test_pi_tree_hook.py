@@ -336,3 +336,25 @@ def test_a_graph_that_draws_random_numbers_is_recorded_again(built) -> None:
     node = FakeNode(rec, placeholder, through_table=True)
     finished = rec.finish([], "graph 9", node, [node.out], stock_model, [placeholder, torch.Generator()])
     assert finished.replay is None and "random numbers" in finished.rerecord and not node.out.any()
+
+
+def test_the_check_puts_back_copied_placeholders_whose_memory_the_graph_reused(built) -> None:
+    """A graph may reuse a copied input's placeholder for a later buffer once it has read it; the
+    check's replay then leaves other bytes there, which the tree's first replay would read."""
+    x, y = torch.randn(64), torch.randn(64)
+    rec = start_recording("cpu", [x, y], non_static_input_idx=[0, 1])
+    rec.launch(autotuner(), LAUNCHER, [x, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
+    rec.block(1, "read by aten.mm.default")
+    node = FakeNode(rec, x, through_table=True)
+    replay = node.graph.replay
+    node.graph.replay = lambda: (replay(), node.out.add_(y.sum()), y.fill_(7.0))  # y's memory reused
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        a, b = args
+        args.clear()
+        return [a * 2 + b.sum()]
+
+    y_before = y.clone()
+    finished = rec.finish([], "graph 10", node, [node.out], model, [x, y])
+    assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+    assert torch.equal(y, y_before), "the copied input's placeholder has its bytes back"

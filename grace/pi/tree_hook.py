@@ -18,8 +18,11 @@ instead of copying their bytes. Three moments, each a call from the patch
    graph's memory pool (a block of the pool that no output owns would fail the tree's
    ``check_memory_pool``, and the table must outlive the capture). The patch holds the
    recording inputs through this capture, so that a second capture (step 3) reads the same
-   placeholders; inside the graph, buffers may still alias one another, which is why a launch
-   argument is matched to a placeholder by storage identity, never by address.
+   placeholders, and so that the graph cannot put its own buffers in a placeholder's memory
+   after the input's last use (stock lets it: the tree refills placeholders before every
+   replay, but the check of step 3 replays once more, and a placeholder that kept its copy
+   would then hold a buffer's bytes). Launch arguments are still matched to placeholders by
+   storage identity, never by address.
 2. During the capture, :meth:`Recording.launch` (from ``CachingAutotuner.run``) redirects each
    launch whose pointer arguments are placeholders or views of them (the variant is compiled
    there, the first time, with this thread's capture mode relaxed so that loading its module
@@ -230,9 +233,8 @@ class Recording:
         except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
             return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
         finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
-            for i in plan.indirected:
-                if i in saved:
-                    placeholders[i].copy_(saved[i])
+            for i, t in saved.items():  # copied ones too: a graph that reused their memory overwrote them
+                placeholders[i].copy_(t)
             for i, t in before.items():
                 inputs[i].copy_(t)
             table.fill(placeholder_ptrs)
