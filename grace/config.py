@@ -27,6 +27,11 @@ cgct: bool = Config(default=True, env_name_force="GRACE_CGCT")
 # Parameter indirection: graph replays copy 8-byte pointers, not input tensors.
 pi: bool = Config(default=True, env_name_force="GRACE_PI")
 
+# How PI redirects a graph's reads (grace.pi.tree_hook): "ptx", Triton kernels recompiled to
+# load their inputs' pointers from a per-graph table (the paper's way); "exec-update", the
+# instantiated graph's kernel arguments rewritten before each replay, vendor kernels included.
+pi_strategy: str = Config(default="ptx", env_name_force="GRACE_PI_STRATEGY")
+
 # Selective CUDA graphs: profile each candidate graph at capture and deploy the fastest of
 # no graph, graph, graph with PI.
 scg: bool = Config(default=True, env_name_force="GRACE_SCG")

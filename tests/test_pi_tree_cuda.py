@@ -165,6 +165,23 @@ def test_training_gradients_equal_eager_with_fresh_inputs(pi) -> None:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"grad, step {i}")
 
 
+def test_exec_update_rewrites_triton_and_cublas_arguments_and_equals_eager(pi) -> None:
+    import grace.config
+
+    def g(a: Any, b: Any, w: Any) -> Any:
+        return torch.relu(a @ w) + b.sum(-1, keepdim=True)
+
+    with grace.config.patch(pi_strategy="exec-update"):
+        cg = torch.compile(g, mode="reduce-overhead")
+        for step in range(6):
+            a, b, w = _fresh(256, 128), _fresh(256, 64), _fresh(128, 32)
+            torch.testing.assert_close(cg(a, b, w), g(a, b, w), msg=f"call {step}")
+            del a, b, w
+    (node,) = _nodes()
+    assert node.grace_pi is not None, "the graph's arguments are rewritten, not its inputs copied"
+    assert 2 in node.grace_pi.plan.indirected, "b, read by a Triton kernel's plain pointer argument"
+
+
 def test_with_the_switch_off_no_node_has_a_plan() -> None:
     if not _overlay_active():
         pytest.skip("GraCE's overlay with the PI patch is not active here (run `make setup`)")

@@ -358,3 +358,77 @@ def test_the_check_puts_back_copied_placeholders_whose_memory_the_graph_reused(b
     finished = rec.finish([], "graph 10", node, [node.out], model, [x, y])
     assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     assert torch.equal(y, y_before), "the copied input's placeholder has its bytes back"
+
+
+# --- strategy (3): the instantiated graph's kernel arguments rewritten -----------------------------
+
+
+class ExecNode:
+    """A recorded node with a kept graph of one kernel node computing ``factor * input 0``,
+    reading the input through the pointer in its (patchable) argument buffer."""
+
+    def __init__(self, placeholder: torch.Tensor, factor: float = 2.0) -> None:
+        import ctypes
+
+        self.id = 11
+        self.out = torch.zeros_like(placeholder)
+        self.args = [ctypes.create_string_buffer(placeholder.data_ptr().to_bytes(8, "little"), 8)]
+        self.instantiated = False
+        self.graph = SimpleNamespace(raw_cuda_graph=lambda: 1, raw_cuda_graph_exec=lambda: 2,
+                                     instantiate=lambda: setattr(self, "instantiated", True),
+                                     replay=lambda: self.out.copy_(_at(self.pointer(), placeholder) * factor))
+
+    def pointer(self) -> int:
+        return int.from_bytes(self.args[0].raw, "little")
+
+
+def _exec_recording(monkeypatch: pytest.MonkeyPatch, node_kinds: str = "kernel") -> tuple[Any, ExecNode, torch.Tensor]:
+    import grace.config
+    from grace.pi import exec_update
+
+    x = torch.randn(64)
+    with grace.config.patch(pi_strategy="exec-update"):
+        rec = start_recording("cpu", [x], non_static_input_idx=[0])
+    assert rec.keeps_graph and rec.table_storage is None
+    node = ExecNode(x)
+    nodes: list[Any] = [exec_update.KernelNode(0, "sm90_gemm", (node.args[0].raw,))]
+    if node_kinds == "memcpy":
+        nodes.append(exec_update.CopyNode(1, "memcpy", ((x.data_ptr(), 256),)))
+    graph = exec_update.DriverGraph(nodes, {}, {})
+    monkeypatch.setattr(exec_update, "read_graph", lambda raw: graph)
+    monkeypatch.setattr(exec_update, "bind",
+                        lambda g, raw_exec, sites: exec_update.ExecPatch(sites, {0: node.args}, lambda n: None))
+    return rec, node, x
+
+
+def test_exec_update_patches_the_kernel_argument_and_passes_its_check(monkeypatch) -> None:
+    rec, node, x = _exec_recording(monkeypatch)
+    finished = rec.finish([], "graph 11", node, [node.out], stock_model, [x])
+    assert finished.rerecord is None and node.instantiated
+    replay = finished.replay
+    assert replay.plan.indirected == (0,) and replay.plan.copy_bytes_after == 0
+    assert node.pointer() == x.data_ptr(), "the tree's first replay reads the recording input"
+    fresh = torch.randn(64)
+    replay.pointers.fill([fresh.data_ptr()])
+    node.graph.replay()
+    assert torch.equal(node.out, fresh * 2), "a replay reads the new input where the argument points"
+
+
+def test_exec_update_keeps_the_copy_of_an_input_a_memcpy_node_reads(monkeypatch) -> None:
+    rec, node, x = _exec_recording(monkeypatch, node_kinds="memcpy")
+    finished = rec.finish([], "graph 12", node, [node.out], stock_model, [x])
+    assert finished.replay is None and finished.rerecord is None and node.instantiated
+    assert node.pointer() == x.data_ptr()
+
+
+def test_exec_update_that_fails_its_check_copies_every_input_without_recording_again(monkeypatch) -> None:
+    rec, node, x = _exec_recording(monkeypatch)
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        (a,) = args
+        args.clear()
+        return [a * 3]  # not what the graph computes
+
+    finished = rec.finish([], "graph 13", node, [node.out], model, [x])
+    assert finished.replay is None and finished.rerecord is None, "its kernels are stock: no second capture"
+    assert node.pointer() == x.data_ptr(), "the argument is put back"

@@ -24,9 +24,10 @@ class Mode:
         return self.compile_mode == "reduce-overhead"
 
 
-def _grace(cgct: bool, pi: bool, scg: bool) -> dict[str, str]:
+def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx") -> dict[str, str]:
     flag = {True: "1", False: "0"}
-    return {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg]}
+    return {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
+            "GRACE_PI_STRATEGY": pi_strategy}
 
 
 _STOCK = {"GRACE_DISABLE": "1"}
@@ -38,9 +39,12 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("grace-cgct", "CGCT", "reduce-overhead", env=_grace(True, False, False)),
     Mode("grace-cgct-pi", "+PI", "reduce-overhead", env=_grace(True, True, False)),
     Mode("grace", "GraCE", "reduce-overhead", env=_grace(True, True, True)),
+    # PI's strategy (3), for Figure 9: the instantiated graph's kernel arguments rewritten.
+    Mode("grace-cgct-pi-exec", "+PI (exec update)", "reduce-overhead", env=_grace(True, True, False, "exec-update")),
 )}
 
-DEFAULT_MODES: tuple[str, ...] = tuple(MODES)
+# The paper's Figures 10 and 11.
+DEFAULT_MODES: tuple[str, ...] = ("eager", "pt2-nocg", "pt2-cg", "grace-cgct", "grace-cgct-pi", "grace")
 
 
 def parse_modes(spec: str) -> list[Mode]:

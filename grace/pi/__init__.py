@@ -17,7 +17,8 @@ Invariants, in the order they are established:
 3. An input is indirected only if every use of its placeholder seen during the capture is a
    Triton launch we redirected (matched by storage identity); an ATen operator that reads it,
    a launch that could not be redirected, an output that aliases it or a mutation keeps the
-   copy for that input, and a replay with the inputs moved must reproduce the outputs.
+   copy for that input, and a replay with the inputs moved must reproduce the outputs of the
+   recorded function run with stock kernels, or the graph is captured again as stock.
 4. Per replay, an input that breaks what the kernels were specialized on (alignment, strides,
    storage offset) or that aliases another input is copied, as PT2-CG does.
 
@@ -27,11 +28,14 @@ read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
 :mod:`~grace.pi.guard` (which must be copied on a given replay), :mod:`~grace.pi.table` (the
 pointer table and its ring of pinned host buffers), :mod:`~grace.pi.variant` (a kernel's
 indirected variant, built through Inductor's code cache for the config it settled on),
-:mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when) and
-:mod:`~grace.pi.report` (per-graph records for Table 3).
+:mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when),
+:mod:`~grace.pi.exec_update` (strategy (3): the instantiated graph's kernel arguments
+rewritten, vendor kernels included) and :mod:`~grace.pi.report` (per-graph records for Table 3).
 
 Status: the PTX pass runs on real Triton 3.6 PTX assembled by ptxas, and an indirected kernel
-has replayed correctly in a CUDA graph on the H100; the tree hooks are tested on the CPU and
-their GPU tests (``tests/test_pi_tree_cuda.py``) have not run yet. The vendor-kernel strategies
-(a prelude kernel; updating the instantiated graph's kernel parameters) are not written.
+has replayed correctly in a CUDA graph on the H100. In CUDA graph trees, pointwise graphs pass
+their GPU tests; two graphs that also copy an input failed there, and the correction (the
+placeholders held through the capture, the check against stock kernels, the stock second
+capture) is tested on the CPU only. Strategy (3) is CPU-tested; strategy (2), the prelude
+kernel, is not written.
 """

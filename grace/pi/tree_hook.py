@@ -45,6 +45,12 @@ differ from the placeholder's, or that overlaps another indirected input, to the
 that replay; the remaining copies run as the tree's own; the table is filled on the current
 stream; the graph is replayed. The inputs stay referenced until the replay is queued.
 
+With ``grace.config.pi_strategy = "exec-update"`` (strategy (3), :mod:`grace.pi.exec_update`)
+nothing is redirected during the capture, which keeps its ``cudaGraph_t``; afterwards the
+graph's kernel arguments that point into placeholders become patch sites, and a replay
+rewrites them in the instantiated graph instead of filling a table. The check is the same; as
+the kernels are stock, a failed check only drops the rewrite.
+
 Everything here is capture-time work except :meth:`PIReplay.replay`.
 """
 
@@ -64,8 +70,13 @@ from grace.pi.table import PointerTable
 
 log = get_logger("grace.pi")
 
+PTX, EXEC_UPDATE = "ptx", "exec-update"  # strategies (1) and (3) of the issue; (2) is not written
+STRATEGIES = (PTX, EXEC_UPDATE)
 TABLE_CAPACITY = 1024  # slots a graph may use; 8 KiB of device memory per recorded graph
 ALIGNMENT = 16  # Triton specializes pointer arguments on 16-byte divisibility
+# A vendor library chooses its kernel for the pointers it is given at capture (the caching
+# allocator's, 512-byte aligned); exec-update passes a new pointer only with this alignment.
+VENDOR_ALIGNMENT = 256
 
 
 @dataclass
@@ -85,16 +96,26 @@ class Recording:
 
     device: Any
     tracked: dict[int, _Tracked]  # storage cdata -> placeholder
-    table_storage: Any
+    table_storage: Any  # strategy "ptx" only
     slots: list[Slot] = field(default_factory=list)
     blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
     has_rng: bool = False  # a generator among the inputs: replays advance its state
+    strategy: str = PTX
+
+    @property
+    def keeps_graph(self) -> bool:
+        """Whether the capture must keep its ``cudaGraph_t`` (for :mod:`grace.pi.exec_update`)."""
+        return self.strategy == EXEC_UPDATE
 
     # -- during the capture ---------------------------------------------------------------
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
-        """Redirect Triton launches and watch ATen operators while the graph records."""
+        """Redirect Triton launches and watch ATen operators while the graph records (strategy
+        "ptx"; "exec-update" records stock and reads the graph afterwards)."""
+        if self.strategy != PTX:
+            yield
+            return
         with _receiving_launches(self), _PlaceholderUses(self):
             yield
 
@@ -160,6 +181,8 @@ class Recording:
                 self.block(t.input_index, "an output aliases it")
             if t.input_index in mutated_input_idxs:
                 self.block(t.input_index, "the graph mutates it")
+        if self.strategy == EXEC_UPDATE:
+            return self._finish_exec_update(mutated_input_idxs, node_name, node, outputs, model, inputs)
         plan = self._plan()
         if not self.slots:
             _log_plan(node_name, plan)
@@ -183,13 +206,64 @@ class Recording:
         table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
         return Finished(replay)
 
+    def _finish_exec_update(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any,
+                            outputs: Sequence[Any], model: Any, inputs: Sequence[Any]) -> Finished:
+        """Strategy (3): read the kept graph, plan, instantiate, bind the patch, check.
+
+        The graph's kernels are the stock ones, so a plan that fails its check only loses its
+        indirection (every input copied, the instantiated graph as captured). Only a patch that
+        could not be undone makes the caller record again.
+        """
+        from grace.pi import exec_update
+
+        placeholders = [t.placeholder for t in self.tracked.values()]
+        try:
+            graph = exec_update.read_graph(node.graph.raw_cuda_graph())
+            found = exec_update.scan(graph.nodes, placeholders)
+        except Exception as e:  # noqa: BLE001 - an unreadable graph keeps every copy
+            found = exec_update.Scan([], {t.input_index: [f"graph not read ({type(e).__name__}: {e})"]
+                                          for t in self.tracked.values()})
+            graph = None
+        for i, reasons in found.blocked.items():
+            for why in reasons:
+                self.block(i, f"reached by {why}")
+        names = {n.index: n.name for n in (graph.nodes if graph else ()) if isinstance(n, exec_update.KernelNode)}
+        self.slots = [Slot(s.input_index, s.offset, names.get(s.node, "?")) for s in found.sites]
+        plan = self._plan()
+        self.slots = [slot for slot in self.slots if slot.input_index in plan.indirected]
+        plan = self._plan()  # the same decisions, with only the pointers it rewrites
+        node.graph.instantiate()
+        sites = [s for s in found.sites if s.input_index in plan.indirected]
+        if not sites:
+            _log_plan(node_name, plan)
+            report.add(report.GraphRecord.of(node_name, plan, strategy=EXEC_UPDATE))
+            return Finished(None)
+        placeholder_ptrs = _pointer_list({t.input_index: t.data_ptr for t in self.tracked.values()})
+        try:
+            patch = exec_update.bind(graph, node.graph.raw_cuda_graph_exec(), sites)
+        except Exception as e:  # noqa: BLE001 - nothing was patched yet
+            log.info("PI %s: exec-update not bound (%s); every input copied", node_name, e)
+            return Finished(None)
+        why = self._validate(node, outputs, plan, patch, placeholder_ptrs, mutated_input_idxs, model, inputs)
+        if why is not None:
+            log.warning("PI %s: exec-update dropped: %s", node_name, why)
+            if why.startswith(_UNDO_FAILED):
+                return Finished(None, rerecord=why)
+            plan = plan_graph(placeholders, [], [Reference(p.data_ptr, "other", why) for p in placeholders])
+            report.add(report.GraphRecord.of(node_name, plan, strategy=EXEC_UPDATE))
+            return Finished(None)
+        _log_plan(node_name, plan)
+        report.add(report.GraphRecord.of(node_name, plan, strategy=EXEC_UPDATE))
+        layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
+        return Finished(PIReplay(plan, patch, ReplayGuard(layouts), placeholder_ptrs))
+
     def _plan(self) -> GraphPlan:
         placeholders = [t.placeholder for t in self.tracked.values()]
         references = [Reference(t.placeholder.data_ptr, "other", "; ".join(self.blocked[t.input_index]))
                       for t in self.tracked.values() if t.input_index in self.blocked]
         return plan_graph(placeholders, self.slots, references)
 
-    def _validate(self, node: Any, outputs: Sequence[Any], plan: GraphPlan, table: PointerTable,
+    def _validate(self, node: Any, outputs: Sequence[Any], plan: GraphPlan, pointers: Any,
                   placeholder_ptrs: list[int], mutated_input_idxs: Sequence[int], model: Any,
                   inputs: Sequence[Any]) -> str | None:
         """Check the recorded graph against ``model`` run with stock kernels; None if they agree.
@@ -226,7 +300,7 @@ class Recording:
             ptrs = list(placeholder_ptrs)
             for i, t in moved.items():
                 ptrs[i] = t.data_ptr()
-            table.fill(ptrs)
+            pointers.fill(ptrs)
             node.graph.replay()
             why = _first_difference(outputs, expected) or _first_difference(
                 [inputs[i] for i in mutated], [reference_mutated[i] for i in mutated], what="mutated input")
@@ -237,10 +311,16 @@ class Recording:
                 placeholders[i].copy_(t)
             for i, t in before.items():
                 inputs[i].copy_(t)
-            table.fill(placeholder_ptrs)
+            try:
+                pointers.fill(placeholder_ptrs)
+            except Exception as e:  # noqa: BLE001 - the graph may still point at the moved copies
+                return f"{_UNDO_FAILED} ({type(e).__name__}: {e})"
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
         return None if why is None else f"differs from the stock kernels with inputs moved: {why}"
+
+
+_UNDO_FAILED = "the graph's pointers could not be put back"
 
 
 @dataclass
@@ -370,6 +450,8 @@ def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
     """Before a function's warm-up run: its non-static tensor inputs, by storage identity."""
     import torch
 
+    if strategy() != PTX:
+        return None  # no variants to build
     static = set(static_input_idxs)
     tracked = {t.untyped_storage()._cdata: i for i, t in enumerate(inputs)
                if i not in static and isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() != 0
@@ -382,6 +464,8 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
     import torch
     from torch.multiprocessing.reductions import StorageWeakRef
 
+    chosen = strategy()
+    alignment = ALIGNMENT if chosen == PTX else VENDOR_ALIGNMENT
     tracked: dict[int, _Tracked] = {}
     for i in non_static_input_idx:
         t = inputs[i]
@@ -390,12 +474,22 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
         nbytes = t.untyped_storage().nbytes()
         placeholder = Placeholder(i, t.data_ptr(), nbytes, t.numel() * t.element_size())
         tracked[t.untyped_storage()._cdata] = _Tracked(i, StorageWeakRef(t.untyped_storage()), t.data_ptr(),
-                                                       placeholder, InputLayout.of(i, t, ALIGNMENT))
+                                                       placeholder, InputLayout.of(i, t, alignment))
     if not tracked:
         return None
-    storage = torch.zeros(TABLE_CAPACITY, dtype=torch.int64, device=device)
+    storage = torch.zeros(TABLE_CAPACITY, dtype=torch.int64, device=device) if chosen == PTX else None
     has_rng = any(isinstance(x, torch.Generator) for x in inputs)
-    return Recording(torch.device(device), tracked, storage, has_rng=has_rng)
+    return Recording(torch.device(device), tracked, storage, has_rng=has_rng, strategy=chosen)
+
+
+def strategy() -> str:
+    """``grace.config.pi_strategy``, checked."""
+    from grace import config
+
+    chosen = config.pi_strategy
+    if chosen not in STRATEGIES:
+        raise ValueError(f"grace.config.pi_strategy={chosen!r}: choose one of {', '.join(STRATEGIES)}")
+    return chosen
 
 
 def _pointer_list(by_input: dict[int, int]) -> list[int]:
@@ -414,9 +508,12 @@ class PIReplay:
     copied inputs keep their placeholders' addresses; only indirected ones are rewritten.
     """
 
-    def __init__(self, plan: GraphPlan, table: PointerTable, guard: ReplayGuard, placeholder_ptrs: list[int]) -> None:
+    def __init__(self, plan: GraphPlan, pointers: Any, guard: ReplayGuard, placeholder_ptrs: list[int]) -> None:
+        """``pointers``: the graph's :class:`PointerTable` (strategy "ptx") or its
+        :class:`grace.pi.exec_update.ExecPatch` (strategy "exec-update"); each is filled with
+        the inputs' data pointers."""
         self.plan = plan
-        self.table = table  # referenced here for the node's lifetime: the graph's kernels read it
+        self.pointers = pointers  # referenced for the node's lifetime: the graph reads what it holds
         self.guard = guard
         self.indirected = tuple(plan.indirected)
         self._placeholder_ptrs = placeholder_ptrs
@@ -457,7 +554,7 @@ class PIReplay:
                 ptrs[i] = self._placeholder_ptrs[i]
         if dst:
             self._foreach_copy(dst, src)
-        self.table.fill(ptrs)
+        self.pointers.fill(ptrs)
         node.run_graph()
 
 
