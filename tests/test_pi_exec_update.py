@@ -53,3 +53,6 @@ def test_a_fill_rewrites_each_site_and_sets_each_affected_node_once() -> None:
     assert words == (16, 32, 0xABC, 0x2000_0000 + 8, 1), "only the pointer word of the struct changes"
     patch.fill([A.data_ptr, 0, B.data_ptr])
     assert buffers[3][0].raw == gemm_params, "filled with the placeholders, the arguments are the captured ones"
+    calls.clear()
+    patch.fill([A.data_ptr, 0, B.data_ptr])
+    assert calls == [], "the same pointers again: no driver call"
