@@ -21,6 +21,20 @@ def test_slot_values_are_input_pointers_plus_offsets() -> None:
     assert table.slot_address(2) == table.table.data_ptr() + 16
 
 
+def test_the_same_values_again_on_the_same_stream_are_not_copied_again() -> None:
+    table = PointerTable([Slot(0, 0, "k0")], "cpu", depth=2)
+    table.fill([1000])
+    table.table.fill_(-1)  # stands for "the device already holds what was copied"
+    table.fill([1000])
+    assert table.table.tolist() == [-1], "no second copy"
+    table.fill([2000])
+    assert table.table.tolist() == [2000]
+    table._current_stream = lambda: 7  # another stream: its replay is not ordered after the last copy
+    table.table.fill_(-1)
+    table.fill([2000])
+    assert table.table.tolist() == [2000]
+
+
 def test_an_empty_table_is_refused() -> None:
     with pytest.raises(ValueError):
         PointerTable([], "cpu")

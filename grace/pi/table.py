@@ -47,6 +47,9 @@ class PointerTable:
         self._views = [h.numpy() for h in self._host]
         self._events = [torch.cuda.Event() if on_gpu else None for _ in range(depth)]
         self._next = 0
+        self._current_stream = (lambda: torch.cuda.current_stream(self.device).cuda_stream) if on_gpu else (lambda: 0)
+        self._last_values: list[int] | None = None
+        self._last_stream: int | None = None
 
     def slot_address(self, k: int) -> int:
         """The device address a kernel is launched with to read slot ``k``."""
@@ -57,13 +60,23 @@ class PointerTable:
         return [base_ptrs[i] + off for i, off in zip(self._inputs, self._offsets)]
 
     def fill(self, base_ptrs: Sequence[int]) -> None:
-        """Queue the copy of the new slot values on the current stream."""
+        """Queue the copy of the new slot values on the current stream.
+
+        Values equal to the last fill's, queued on the same stream, are not copied again: that
+        copy is ordered before anything this stream runs next. (On another stream it would not
+        be, so a change of stream copies.)
+        """
+        values = self.values(base_ptrs)
+        stream = self._current_stream()
+        if values == self._last_values and stream == self._last_stream:
+            return
         j = self._next
         self._next = (j + 1) % len(self._host)
         event = self._events[j]
         if event is not None:
             event.synchronize()  # complete unless the CPU is a whole ring ahead
-        self._views[j][:] = self.values(base_ptrs)
+        self._views[j][:] = values
         self.table.copy_(self._host[j], non_blocking=event is not None)
         if event is not None:
             event.record()
+        self._last_values, self._last_stream = values, stream
