@@ -47,7 +47,12 @@ class PointerTable:
         self._views = [h.numpy() for h in self._host]
         self._events = [torch.cuda.Event() if on_gpu else None for _ in range(depth)]
         self._next = 0
-        self._current_stream = (lambda: torch.cuda.current_stream(self.device).cuda_stream) if on_gpu else (lambda: 0)
+        if on_gpu:
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+            raw = torch._C._cuda_getCurrentRawStream  # an int, without making a Stream object
+            self._current_stream = lambda: raw(index)
+        else:
+            self._current_stream = lambda: 0
         self._last_values: list[int] | None = None
         self._last_stream: int | None = None
 
