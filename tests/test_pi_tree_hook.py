@@ -432,3 +432,15 @@ def test_exec_update_that_fails_its_check_copies_every_input_without_recording_a
     finished = rec.finish([], "graph 13", node, [node.out], model, [x])
     assert finished.replay is None and finished.rerecord is None, "its kernels are stock: no second capture"
     assert node.pointer() == x.data_ptr(), "the argument is put back"
+
+
+def test_table_3_counts_pointer_table_bytes_for_the_ptx_strategy_only() -> None:
+    from grace.pi import report
+
+    ptx = report.GraphRecord("graph 0", report.PTX_STRATEGY, 4096, 0, 2, [0, 1])
+    exec_ = report.GraphRecord("graph 1", report.EXEC_UPDATE_STRATEGY, 4096, 0, 2, [0, 1])
+    stock = report.GraphRecord("graph 2", "none (recorded again, stock)", 1024, 1024, 0, [])
+    summary = report.summarize([ptx, exec_, stock])
+    assert summary["copy_bytes_pt2_cg"] == 4096 + 4096 + 1024
+    assert summary["copy_bytes_grace"] == 16 + 0 + 1024, "exec-update writes its pointers with driver calls"
+    assert summary["graphs_with_pi"] == 2 and summary["pointers_per_replay"] == 4
