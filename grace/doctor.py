@@ -77,6 +77,13 @@ def report() -> tuple[list[str], bool]:
         on = [s for s in SWITCHES if getattr(config, s)]
         off = [s for s in SWITCHES if not getattr(config, s)]
         lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")
+        from grace.pi.tree_hook import STRATEGIES
+
+        if config.pi_strategy in STRATEGIES:
+            lines.append(f"pi         strategy {config.pi_strategy}")
+        else:
+            healthy = False
+            lines.append(f"  ERROR: GRACE_PI_STRATEGY={config.pi_strategy!r}: choose one of {', '.join(STRATEGIES)}")
     return lines, healthy
 
 

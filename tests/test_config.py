@@ -48,3 +48,20 @@ def test_log_level_from_environment() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
                           env={**os.environ, "GRACE_LOGS": "loud"}, timeout=60)
     assert proc.stdout.strip() == "30" and "GRACE_LOGS='loud'" in proc.stderr
+
+
+def test_pi_strategy_defaults_to_the_pointer_table_and_is_set_from_the_environment() -> None:
+    code = "import grace.config as c; print(c.pi_strategy)"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
+    for env, expected in (({}, "ptx"), ({"GRACE_PI_STRATEGY": "exec-update"}, "exec-update")):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                              env={**clean, **env}, timeout=120)
+        assert proc.stdout.strip() == expected, proc.stderr
+
+
+def test_an_unknown_pi_strategy_is_refused_by_name() -> None:
+    import grace.config as config
+    from grace.pi.tree_hook import strategy
+
+    with config.patch(pi_strategy="fast"), pytest.raises(ValueError, match="choose one of ptx, exec-update"):
+        strategy()
