@@ -77,7 +77,7 @@ def report() -> tuple[list[str], bool]:
         on = [s for s in SWITCHES if getattr(config, s)]
         off = [s for s in SWITCHES if not getattr(config, s)]
         lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")
-        from grace.pi.tree_hook import STRATEGIES
+        from grace.pi.plan import STRATEGIES
 
         if config.pi_strategy in STRATEGIES:
             lines.append(f"pi         strategy {config.pi_strategy}")

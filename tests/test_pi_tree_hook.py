@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from grace.pi import tree_hook
+from grace.pi.plan import EXEC_UPDATE, PTX
 from grace.pi.tree_hook import PIReplay, start_recording
 
 
@@ -197,7 +198,7 @@ def test_each_finished_recording_is_reported_for_table_3(recording) -> None:
     del x, y
     rec.finish([], "graph 3")
     (r,) = report.records()
-    assert (r.name, r.indirected, r.pointers, r.strategy) == ("graph 3", [0], 2, "triton-ptx")
+    assert (r.name, r.indirected, r.pointers, r.strategy) == ("graph 3", [0], 2, "ptx")
     assert r.copy_bytes_before == 64 * 4 * 2 and r.copy_bytes_after == 64 * 4
     assert "aten.mm" in r.copied[1]
     summary = report.summarize(report.records())
@@ -437,10 +438,34 @@ def test_exec_update_that_fails_its_check_copies_every_input_without_recording_a
 def test_table_3_counts_pointer_table_bytes_for_the_ptx_strategy_only() -> None:
     from grace.pi import report
 
-    ptx = report.GraphRecord("graph 0", report.PTX_STRATEGY, 4096, 0, 2, [0, 1])
-    exec_ = report.GraphRecord("graph 1", report.EXEC_UPDATE_STRATEGY, 4096, 0, 2, [0, 1])
+    ptx = report.GraphRecord("graph 0", PTX, 4096, 0, 2, [0, 1])
+    exec_ = report.GraphRecord("graph 1", EXEC_UPDATE, 4096, 0, 2, [0, 1])
     stock = report.GraphRecord("graph 2", "none (recorded again, stock)", 1024, 1024, 0, [])
     summary = report.summarize([ptx, exec_, stock])
     assert summary["copy_bytes_pt2_cg"] == 4096 + 4096 + 1024
     assert summary["copy_bytes_grace"] == 16 + 0 + 1024, "exec-update writes its pointers with driver calls"
     assert summary["graphs_with_pi"] == 2 and summary["pointers_per_replay"] == 4
+
+
+def test_a_static_input_the_code_reuses_in_place_is_put_back_after_each_run(built) -> None:
+    """A backward graph may reuse a saved activation's memory (AOTAutograd's donated buffers) with
+    nothing marking it mutated: the check's extra runs must each start from its real bytes, and
+    leave them for the tree's first replay."""
+    x, act = torch.randn(64), torch.randn(64)
+    rec = start_recording("cpu", [x, act], non_static_input_idx=[0])
+    rec.launch(autotuner(), LAUNCHER, [x, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
+    node = FakeNode(rec, x, through_table=True)
+    replay = node.graph.replay
+    node.graph.replay = lambda: (replay(), node.out.add_(act.sum()), act.fill_(0.0))
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        a, saved_activation = args
+        args.clear()
+        out = a * 2 + saved_activation.sum()
+        saved_activation.fill_(0.0)  # its memory reused once read
+        return [out]
+
+    act_before = act.clone()
+    finished = rec.finish([], "graph 14", node, [node.out], model, [x, act])
+    assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+    assert torch.equal(act, act_before), "the tree's first replay reads the real activation"

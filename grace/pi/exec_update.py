@@ -120,9 +120,10 @@ class ExecPatch:
     addresses, the graph is the one captured."""
 
     def __init__(self, sites: Sequence[Site], buffers: dict[int, list[Any]],
-                 set_params: Callable[[int], None]) -> None:
+                 set_params: Callable[[int], None], keep: Sequence[Any] = ()) -> None:
         """``buffers[node][param]``: writable buffers holding each affected node's arguments,
-        the ones ``set_params`` hands to the driver."""
+        the ones ``set_params`` hands to the driver; ``keep``: what else the driver reads."""
+        self._keep = tuple(keep)
         self.sites = tuple(sites)
         self._writes = tuple((buffers[s.node][s.param], s.byte, s.input_index, s.offset) for s in self.sites)
         self._nodes = tuple(sorted({s.node for s in self.sites}))
@@ -217,13 +218,11 @@ def bind(graph: DriverGraph, raw_exec: int, sites: Sequence[Site]) -> ExecPatch:
         params.kernelParams = ctypes.addressof(pointers)
         params.extra = 0
         buffers[index] = args
-        keep += [args, pointers, params]
+        keep += [args, pointers, params]  # every argument buffer: the driver reads them all
         handle = graph.handles[index]
         setters[index] = _setter(driver, exec_, handle, params)
 
-    patch = ExecPatch(sites, buffers, lambda node: setters[node]())
-    patch._keep = keep  # type: ignore[attr-defined]  # the buffers the driver reads
-    return patch
+    return ExecPatch(sites, buffers, lambda node: setters[node](), keep)
 
 
 def _setter(driver: Any, exec_: Any, handle: Any, params: Any) -> Callable[[], None]:

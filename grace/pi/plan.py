@@ -23,6 +23,11 @@ from typing import Literal
 ReferenceKind = Literal["vendor-kernel", "triton-kernel", "memcpy", "memset", "other"]
 
 
+# How a graph's reads are redirected (grace.config.pi_strategy): (1) and (3) of the issue.
+PTX = "ptx"  # Triton kernels recompiled to load their inputs' pointers from a table
+EXEC_UPDATE = "exec-update"  # the instantiated graph's kernel arguments rewritten
+STRATEGIES = (PTX, EXEC_UPDATE)
+
 @dataclass(frozen=True)
 class Placeholder:
     """A non-static input's recording buffer: the bytes PT2-CG copies into before each replay."""

@@ -12,10 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grace.pi.plan import GraphPlan
-
-PTX_STRATEGY, EXEC_UPDATE_STRATEGY = "triton-ptx", "exec-update"  # (1) and (3) of the issue; (2) is not written
-STRATEGIES = (PTX_STRATEGY, EXEC_UPDATE_STRATEGY)
+from grace.pi.plan import PTX, GraphPlan
 
 
 @dataclass
@@ -29,7 +26,7 @@ class GraphRecord:
     copied: dict[int, str] = field(default_factory=dict)  # input index -> why it keeps its copy
 
     @staticmethod
-    def of(name: str, plan: GraphPlan, strategy: str = PTX_STRATEGY) -> GraphRecord:
+    def of(name: str, plan: GraphPlan, strategy: str = PTX) -> GraphRecord:
         return GraphRecord(name, strategy, plan.copy_bytes_before, plan.copy_bytes_after, len(plan.slots),
                            list(plan.indirected), {d.input_index: d.reason for d in plan.decisions if not d.indirect})
 
@@ -56,7 +53,7 @@ def summarize(recs: list[GraphRecord]) -> dict[str, Any]:
         "graphs_with_pi": sum(1 for r in recs if r.indirected),
         "copy_bytes_pt2_cg": sum(r.copy_bytes_before for r in recs),
         # the pointer table is copied to the device per replay; exec-update's pointers are not
-        "copy_bytes_grace": sum(r.copy_bytes_after + (8 * r.pointers if r.strategy == PTX_STRATEGY else 0)
+        "copy_bytes_grace": sum(r.copy_bytes_after + (8 * r.pointers if r.strategy == PTX else 0)
                                 for r in recs if r.indirected)
         + sum(r.copy_bytes_before for r in recs if not r.indirected),
         "pointers_per_replay": sum(r.pointers for r in recs if r.indirected),

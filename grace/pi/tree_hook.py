@@ -65,13 +65,11 @@ from grace.log import get_logger
 from grace.pi import report
 from grace.pi.guard import InputLayout, ReplayGuard
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
-from grace.pi.plan import GraphPlan, Placeholder, Reference, Slot, plan_graph
+from grace.pi.plan import EXEC_UPDATE, PTX, STRATEGIES, GraphPlan, Placeholder, Reference, Slot, plan_graph
 from grace.pi.table import PointerTable
 
 log = get_logger("grace.pi")
 
-PTX, EXEC_UPDATE = "ptx", "exec-update"  # strategies (1) and (3) of the issue; (2) is not written
-STRATEGIES = (PTX, EXEC_UPDATE)
 TABLE_CAPACITY = 1024  # slots a graph may use; 8 KiB of device memory per recorded graph
 ALIGNMENT = 16  # Triton specializes pointer arguments on 16-byte divisibility
 # A vendor library chooses its kernel for the pointers it is given at capture (the caching
@@ -84,7 +82,6 @@ class _Tracked:
     """A placeholder during capture: its input, identity, address and layout."""
 
     input_index: int
-    storage: Any  # torch.multiprocessing.reductions.StorageWeakRef
     data_ptr: int
     placeholder: Placeholder
     layout: InputLayout
@@ -189,7 +186,7 @@ class Recording:
             report.add(report.GraphRecord.of(node_name, plan))
             return Finished(None)
         table = PointerTable(self.slots, self.device, storage=self.table_storage)
-        placeholder_ptrs = _pointer_list({t.input_index: t.data_ptr for t in self.tracked.values()})
+        placeholder_ptrs = self._pointers()
         if node is not None and model is not None:
             why = self._validate(node, outputs, plan, table, placeholder_ptrs, mutated_input_idxs, model, inputs)
             if why is not None:
@@ -199,12 +196,8 @@ class Recording:
                                               plan.copy_bytes_before, 0, [],
                                               {t.input_index: why for t in self.tracked.values()}))
                 return Finished(None, rerecord=why)
-        _log_plan(node_name, plan)
-        report.add(report.GraphRecord.of(node_name, plan))
-        layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
-        replay = PIReplay(plan, table, ReplayGuard(layouts), placeholder_ptrs)
         table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
-        return Finished(replay)
+        return self._deploy(node_name, plan, table, placeholder_ptrs)
 
     def _finish_exec_update(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any,
                             outputs: Sequence[Any], model: Any, inputs: Sequence[Any]) -> Finished:
@@ -236,9 +229,9 @@ class Recording:
         sites = [s for s in found.sites if s.input_index in plan.indirected]
         if not sites:
             _log_plan(node_name, plan)
-            report.add(report.GraphRecord.of(node_name, plan, strategy=EXEC_UPDATE))
+            report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
             return Finished(None)
-        placeholder_ptrs = _pointer_list({t.input_index: t.data_ptr for t in self.tracked.values()})
+        placeholder_ptrs = self._pointers()
         try:
             patch = exec_update.bind(graph, node.graph.raw_cuda_graph_exec(), sites)
         except Exception as e:  # noqa: BLE001 - nothing was patched yet
@@ -250,12 +243,20 @@ class Recording:
             if why.startswith(_UNDO_FAILED):
                 return Finished(None, rerecord=why)
             plan = plan_graph(placeholders, [], [Reference(p.data_ptr, "other", why) for p in placeholders])
-            report.add(report.GraphRecord.of(node_name, plan, strategy=EXEC_UPDATE))
+            report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
             return Finished(None)
+        return self._deploy(node_name, plan, patch, placeholder_ptrs)
+
+    def _deploy(self, node_name: str, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int]) -> Finished:
+        """Log and report a checked plan, and give the node its replay state."""
         _log_plan(node_name, plan)
-        report.add(report.GraphRecord.of(node_name, plan, strategy=EXEC_UPDATE))
+        report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
-        return Finished(PIReplay(plan, patch, ReplayGuard(layouts), placeholder_ptrs))
+        return Finished(PIReplay(plan, pointers, ReplayGuard(layouts), placeholder_ptrs))
+
+    def _pointers(self) -> list[int]:
+        """Per input index, its placeholder's address: what the graph reads as captured."""
+        return _pointer_list({t.input_index: t.data_ptr for t in self.tracked.values()})
 
     def _plan(self) -> GraphPlan:
         placeholders = [t.placeholder for t in self.tracked.values()]
@@ -274,9 +275,9 @@ class Recording:
         that still reads a placeholder reads the overwritten bytes, and an indirected kernel
         that computes anything else than the stock one differs too. Outputs are compared, and
         so are the inputs the graph mutates (a static buffer such as BatchNorm's running
-        statistics), which are put back afterwards so that the tree's first replay updates them
-        once, as stock. The placeholders get their bytes back and the table their addresses
-        before that replay. A graph that draws random numbers cannot be run again without
+        statistics). Every tensor input is put back after each run, so that the tree's first
+        replay reads and updates them as stock would; the placeholders get their bytes back and
+        the pointers their placeholders' addresses before that replay. A graph that draws random numbers cannot be run again without
         advancing its generator: it is not checked, which counts as failing.
         """
         import torch
@@ -289,12 +290,19 @@ class Recording:
         before: dict[int, Any] = {}
         try:
             saved = {i: t.clone() for i, t in placeholders.items()}
-            before = {i: inputs[i].clone() for i in mutated}
-            reference_args = [saved[i].clone() if i in saved else before[i].clone() if i in before else x
+            # Every other tensor input the compiled code may write: the ones it mutates, and in a
+            # backward graph the saved activations it reuses in place (AOTAutograd's donated
+            # buffers, which no index list marks). Stock runs the code once; the check runs it
+            # twice more, so each run starts from, and the tree's first replay gets, these bytes.
+            before = {i: x.clone() for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in saved}
+            reference_args = [(saved[i].clone() if i in mutated else saved[i]) if i in saved else x
                               for i, x in enumerate(inputs)]
-            reference_mutated = {i: reference_args[i] for i in mutated}
-            expected = model(reference_args)
-            moved = {i: saved[i].clone() for i in plan.indirected}
+            written = {i: reference_args[i] for i in mutated}
+            expected = [e.clone() if isinstance(e, torch.Tensor) else e for e in model(reference_args)]
+            reference_mutated = {i: t.clone() for i, t in written.items()}
+            for i, t in before.items():
+                inputs[i].copy_(t)
+            moved = {i: saved[i] for i in plan.indirected}  # read by the replay, not written (not mutated)
             for i in plan.indirected:
                 _overwrite(placeholders[i])
             ptrs = list(placeholder_ptrs)
@@ -384,7 +392,8 @@ def build_variant(autotuner: Any, config: Any, arg_names: Sequence[str]) -> Any:
 def variant_for(autotuner: Any, launcher: Any, requests: Sequence[SlotRequest]) -> Any:
     from grace.pi.variant import kernel_module_path
 
-    key = (str(kernel_module_path(autotuner)), autotuner.fn.__name__, tuple(r.position for r in requests), _config_key(launcher.config))
+    key = (str(kernel_module_path(autotuner)), autotuner.fn.__name__, tuple(r.position for r in requests),
+           _config_key(launcher.config))
     variant = _VARIANTS.get(key)
     if variant is None:
         variant = build_variant(autotuner, launcher.config, [r.name for r in requests])
@@ -462,7 +471,6 @@ def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
 def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int]) -> Recording | None:
     """Before the capture: note the placeholders (``inputs`` are the recording inputs)."""
     import torch
-    from torch.multiprocessing.reductions import StorageWeakRef
 
     chosen = strategy()
     alignment = ALIGNMENT if chosen == PTX else VENDOR_ALIGNMENT
@@ -473,8 +481,8 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
             continue
         nbytes = t.untyped_storage().nbytes()
         placeholder = Placeholder(i, t.data_ptr(), nbytes, t.numel() * t.element_size())
-        tracked[t.untyped_storage()._cdata] = _Tracked(i, StorageWeakRef(t.untyped_storage()), t.data_ptr(),
-                                                       placeholder, InputLayout.of(i, t, alignment))
+        tracked[t.untyped_storage()._cdata] = _Tracked(i, t.data_ptr(), placeholder,
+                                                       InputLayout.of(i, t, alignment))
     if not tracked:
         return None
     storage = torch.zeros(TABLE_CAPACITY, dtype=torch.int64, device=device) if chosen == PTX else None
