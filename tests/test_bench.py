@@ -110,6 +110,35 @@ def test_float64_run_arbitrates_rounding_but_not_wrong_data() -> None:
     assert check.judge_against_fp64(compiled, eager, other_masks), "no arbiter when eager misses it too"
 
 
+def test_float64_run_judges_only_the_leaves_that_failed_in_float32() -> None:
+    exact = torch.randn(4096, dtype=torch.float64)
+    eager = (exact + 8e-5 * torch.randn(4096, dtype=torch.float64)).float()
+    passing, failing = eager.clone(), torch.full_like(eager, float("nan"))
+    other_draws = torch.randn(4096, dtype=torch.float64)  # dropout drew other masks in float64
+    out, ref, ref64 = (passing, failing), (eager, eager), (other_draws, other_draws)
+    _, failed = check.compare(out, ref)
+    assert [m.where for m in failed] == ["out[1]"]
+    verdict = check.judge_against_fp64(out, ref, ref64, failed=failed)
+    assert [m.where for m in verdict] == ["out[1]"], "a leaf that passed in float32 stays passed"
+    assert "non-finite" in verdict[0].detail and "no arbiter" in verdict[0].detail, \
+        "an unjudgeable leaf keeps its float32 verdict beside the reason"
+    assert len(check.judge_against_fp64(out, ref, ref64)) == 2, "without a verdict every leaf is judged"
+
+
+def test_error_is_computed_in_bounded_float64_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    a = torch.randn(1000)
+    b = a + 1e-3 * torch.randn(1000)
+    b[17] = float("inf")
+    a[17] = float("inf")
+    whole = check._tensor_error(a, b, check.TOLERANCE)
+    monkeypatch.setattr(check, "CHECK_CHUNK", 64)
+    assert check._tensor_error(a, b, check.TOLERANCE)[0] == pytest.approx(whole[0], rel=1e-12)
+    assert check._global_norm([("x", a), ("y", b)]) == pytest.approx(
+        torch.linalg.vector_norm(torch.cat([a, b])[torch.isfinite(torch.cat([a, b]))].double()).item())
+    a[999] = float("nan")
+    assert check._tensor_error(a, b, check.TOLERANCE)[0] == float("inf"), "a NaN in the last piece"
+
+
 def test_worker_arbitrates_a_mismatch_with_a_float64_copy_of_the_model() -> None:
     from grace.bench.worker import Case
 

@@ -209,7 +209,7 @@ class Case:
         except Exception as e:  # a model with float32 baked in cannot run in float64: keep the verdict
             self.no_fp64 = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             return mismatches
-        remaining = check.judge_against_fp64(out, ref, ref64, training)
+        remaining = check.judge_against_fp64(out, ref, ref64, training, failed=mismatches)
         if not remaining:
             self.fp64_arbitrated += 1
         return remaining
