@@ -5,7 +5,10 @@
 # limit and writes under CHECKS_DIR (default results/raw/gpu_checks/<run id>); a step that fails
 # or times out is reported and the next one still runs. With TARBALL set, everything the run
 # wrote (its directories, Figure 9's CSV and plots) is packed into that one file at the end,
-# which is how results come back from a machine that returns few files.
+# which is how results come back from a machine that returns few files. The micro-workloads
+# take a few hundred microseconds an iteration, so each timed sample is the mean of INNER
+# (default 20) iterations run back to back: one synchronised iteration is mostly host jitter
+# (run 20261123b-pi-cgct timed single iterations: p90 twice the median).
 #
 #   RUN_ID=$(date +%Y%m%d)-pi-cgct TARBALL=$OUT/checks.tgz bash scripts/gpu_checks_pi_cgct.sh
 set -uo pipefail
@@ -30,13 +33,13 @@ step pi_tests "${PI_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_pi_cuda.py 
 step cgct_tests "${CGCT_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_cgct_cuda.py
 step micro "${MICRO_S:-300}" "$PY" -m grace.bench --compile-together \
     --workloads micro-eos,micro-attn-numpy,micro-attn-float,micro-attn-cputensor,micro-cpu-tensor \
-    --modes pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi --repeat "${REPEAT:-30}" --coverage 3 \
+    --modes pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --coverage 3 \
     --experiment gpu_checks --run-id "$RUN_ID"
 "$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \
     > "$CHECKS_DIR/tables.log" 2>&1
 cat "$CHECKS_DIR/tables.log"
 step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --compile-together --workloads figure9 --modes pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-exec \
-    --repeat "${REPEAT:-30}" --experiment figure9 --run-id "$RUN_ID"
+    --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --experiment figure9 --run-id "$RUN_ID"
 "$PY" -m grace.report figure9 --experiment figure9 --run-id "$RUN_ID" > "$CHECKS_DIR/figure9.log" 2>&1
 cat "$CHECKS_DIR/figure9.log"
 echo "results: $CHECKS_DIR and results/raw/gpu_checks/$RUN_ID"

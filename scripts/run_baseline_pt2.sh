@@ -11,9 +11,10 @@
 #   RUN_ID=$(date +%Y%m%d)-baseline REPEAT=30 bash scripts/run_baseline_pt2.sh
 #   RUN_ID=<same> bash scripts/run_baseline_pt2.sh --resume --stop-after 420   # finish it
 #   # a workload whose three compilations do not fit one shard one after another (DALLE2,
-#   # TEFD), or whose three modes do not fit on the GPU together (XLNET-T):
+#   # TEFD), or whose three modes do not fit on the GPU together as well (XLNET-T, DR-I):
 #   RUN_ID=<same> CONCURRENT=1 WORKLOADS=DALLE2 bash scripts/run_baseline_pt2.sh --resume --compile-together
-#   RUN_ID=<same> CONCURRENT=1 WORKLOADS=XLNET-T bash scripts/run_baseline_pt2.sh --resume --retry error --release-memory
+#   RUN_ID=<same> CONCURRENT=1 TIMEOUT=540 WORKLOADS=XLNET-T bash scripts/run_baseline_pt2.sh --resume \
+#       --retry error --compile-together --release-memory
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh

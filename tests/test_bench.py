@@ -154,6 +154,22 @@ def test_worker_arbitrates_a_mismatch_with_a_float64_copy_of_the_model() -> None
     assert case._arbitrate(3, torch.zeros_like(ref), ref, False, mismatches), "zeros are wrong data"
     assert case.fp64_arbitrated == 1
 
+def test_a_timed_sample_runs_inner_iterations_on_their_own_inputs_and_checks_the_last() -> None:
+    from grace.bench.worker import Case
+
+    case = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny")
+    case.mode = MODES["pt2-nocg"]  # a compiled mode's sample is checked; the model stays eager
+    stepped: list[torch.Tensor] = []
+    checked: list[tuple[int, torch.Tensor]] = []
+    step = case.step
+    case.step = lambda fn, module, inputs: stepped.append(inputs[0]) or step(fn, module, inputs)
+    case._check = lambda sample, out: checked.append((sample, out))
+    assert case.timed(2, inner=3) > 0
+    assert [torch.equal(x, case.inputs(s)[0]) for x, s in zip(stepped, (6, 7, 8))] == [True] * 3
+    assert [s for s, _ in checked] == [8]
+    torch.testing.assert_close(checked[0][1], step(case.model, case.model, case.inputs(8)))
+
+
 # --- configs, modes, shards --------------------------------------------------------------
 
 def test_micro_config_names_every_micro_workload() -> None:
@@ -263,10 +279,11 @@ def test_compile_together_starts_every_mode_before_waiting_and_release_memory_st
 
     monkeypatch.setattr(runner, "start_worker", spy_start)
     monkeypatch.setattr(runner.Worker, "receive", spy_receive)
-    rows = _run(tmp_path, ["micro-mlp2"], "eager,pt2-nocg", compile_together=True, release_memory=True)
+    rows = _run(tmp_path, ["micro-mlp2"], "eager,pt2-nocg", compile_together=True, release_memory=True,
+                inner=2)
     assert events[:2] == [("start", "eager"), ("start", "pt2-nocg")], events
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
-    assert all(r["compiled_together"] and r["release_memory"] for r in rows)
+    assert all(r["compiled_together"] and r["release_memory"] and r["inner"] == 2 for r in rows)
     assert rows[1]["check"]["checked"] == 4 and len(rows[1]["samples_us"]) == 4
 
 
@@ -347,6 +364,9 @@ def test_cli_rejects_bad_arguments_clearly() -> None:
     proc = subprocess.run([sys.executable, "-m", "grace.bench", "--workloads", "nope", "--device", "cpu"],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert proc.returncode == 2 and "unknown workload 'nope'" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "grace.bench", "--inner", "0", "--device", "cpu"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 2 and "--inner must be at least 1" in proc.stderr
 
 
 def test_smoke_script_without_gpu_fails_in_one_clear_line() -> None:

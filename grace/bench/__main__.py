@@ -100,10 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--release-memory", action="store_true",
                         help="workers return cached GPU memory between their timed chunks (for workloads "
                              "whose modes do not fit on the GPU together)")
+    parser.add_argument("--inner", type=int, default=1, metavar="K",
+                        help="each timed sample is the mean of K iterations run back to back on K input "
+                             "samples, synchronised once; the last one's output is checked (for "
+                             "micro-workloads, where one iteration is mostly host jitter)")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
 
+    if args.inner < 1:
+        print(f"grace.bench: --inner must be at least 1, not {args.inner}", file=sys.stderr)
+        return 2
     if args.list:
         for w in all_workloads():
             print(f"{w.name:<24} {w.suite:<12} {w.kind:<10} batch {w.batch_size:<8} {w.idiom}")
@@ -144,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                         scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
                         timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
                         stop_after_s=args.stop_after, coverage=args.coverage,
-                        compile_together=args.compile_together, release_memory=args.release_memory)
+                        compile_together=args.compile_together, release_memory=args.release_memory,
+                        inner=args.inner)
     out_dir = run(settings, targets, modes)
     import json
 

@@ -15,7 +15,9 @@ the timed rounds. Every worker's timing thread runs on the same core once timing
 no mode is luckier than another in where the scheduler puts it. With ``release_memory`` each
 worker returns its cached GPU memory after its chunk and runs one untimed step before the next,
 so that only the timing worker holds its activations: for workloads whose modes do not fit on
-the GPU together.
+the GPU together. With ``inner`` above 1 a timed sample is the mean of that many iterations run
+back to back on their own inputs, synchronised once: for micro-workloads of a few hundred
+microseconds, where one synchronised iteration is mostly host jitter.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Settings:
     coverage: int = 0  # iterations profiled per mode after timing for Table 2 (0: none)
     compile_together: bool = False  # start every mode's worker at once (compilations overlap)
     release_memory: bool = False  # workers return cached GPU memory between their timed chunks
+    inner: int = 1  # iterations per timed sample, back to back (the sample is their mean)
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -168,6 +171,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
         "warmup": settings.warmup, "pinned_cpu": settings.pin_cpu,
         "compiled_together": settings.compile_together, "release_memory": settings.release_memory,
+        "inner": settings.inner,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
@@ -181,7 +185,8 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
            "--mode", mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
            "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu),
-           "--coverage", str(settings.coverage)] + (["--release-memory"] if settings.release_memory else [])
+           "--coverage", str(settings.coverage), "--inner", str(settings.inner)] + (
+               ["--release-memory"] if settings.release_memory else [])
     scg_cache = settings.scg_cache or out_dir / "scg-cache"
     scg_report = out_dir / "scg" / f"{target.workload.name}.{mode.name}.json"
     scg_report.parent.mkdir(exist_ok=True)

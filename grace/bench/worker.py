@@ -164,23 +164,32 @@ class Case:
             self.sync()
             torch.cuda.empty_cache()
 
-    def timed(self, sample: int) -> float:
-        """Microseconds for one iteration on ``sample``; its output is checked afterwards."""
+    def timed(self, sample: int, inner: int = 1) -> float:
+        """Microseconds per iteration over ``inner`` iterations run back to back, synchronised once.
+
+        They run on input samples ``sample * inner`` onwards, all made before the clock starts;
+        the last one's output is checked afterwards (a CUDA graph's earlier outputs are already
+        overwritten by then). A stochastic workload seeds its RNG before each, on the clock.
+        """
         import torch
 
-        inputs = self.inputs(sample)
+        samples = range(sample * inner, (sample + 1) * inner)
+        inputs = [self.inputs(s) for s in samples]
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
-        self.seed(sample)
+        self.seed(samples[0])
         self.sync()
         start = time.perf_counter()
-        out = self.step(self.fn, self.model, inputs)
+        out = self.step(self.fn, self.model, inputs[0])
+        for s, args in zip(samples[1:], inputs[1:]):
+            self.seed(s)
+            out = self.step(self.fn, self.model, args)
         self.sync()
-        elapsed = (time.perf_counter() - start) * 1e6
+        elapsed = (time.perf_counter() - start) * 1e6 / inner
         if self.cuda:
             self.peak_mem = max(self.peak_mem, torch.cuda.max_memory_allocated())
         if self.mode.compiled:
-            self._check(sample, out)
+            self._check(samples[-1], out)
         return elapsed
 
     def _check(self, sample: int, out: Any) -> None:
@@ -310,7 +319,7 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
                 pinned = True
             if args.release_memory:
                 case.untimed_step()  # allocations after the cache was emptied stay off the clock
-            send({"event": "samples", "us": [case.timed(s) for s in command["samples"]]})
+            send({"event": "samples", "us": [case.timed(s, args.inner) for s in command["samples"]]})
             if args.release_memory:
                 case.release_memory()
         elif command["cmd"] == "finish":
@@ -332,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin-cpu", type=int, default=-1, help="core for the timing thread; -1: none")
     parser.add_argument("--release-memory", action="store_true",
                         help="return cached GPU memory after each chunk; one untimed step before the next")
+    parser.add_argument("--inner", type=int, default=1,
+                        help="iterations per timed sample, back to back, synchronised once")
     parser.add_argument("--coverage", type=int, default=0,
                         help="after timing, profile this many iterations for the share of kernels in CUDA graphs")
     args = parser.parse_args(argv)
