@@ -369,11 +369,13 @@ def test_cli_rejects_bad_arguments_clearly() -> None:
     assert proc.returncode == 2 and "--inner must be at least 1" in proc.stderr
 
 
-def test_smoke_script_without_gpu_fails_in_one_clear_line() -> None:
+@pytest.mark.parametrize("script", ["smoke_test.sh", "run_baseline_pt2.sh", "run_tables23.sh",
+                                    "gpu_checks_pi_cgct.sh"])
+def test_gpu_script_without_gpu_fails_in_one_clear_line(script: str) -> None:
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has nvidia-smi")
-    proc = subprocess.run(["bash", "scripts/smoke_test.sh"], capture_output=True, text=True, cwd=REPO_ROOT,
-                          timeout=60)
+    proc = subprocess.run(["bash", f"scripts/{script}"], capture_output=True, text=True, cwd=REPO_ROOT,
+                          timeout=60, env={**os.environ, "RUN_ID": "no-gpu-test"})
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         "[FAIL] No NVIDIA GPU found (nvidia-smi is missing or sees no device): "
