@@ -28,8 +28,10 @@ cgct: bool = Config(default=True, env_name_force="GRACE_CGCT")
 pi: bool = Config(default=True, env_name_force="GRACE_PI")
 
 # How PI redirects a graph's reads (grace.pi.tree_hook): "ptx", Triton kernels recompiled to
-# load their inputs' pointers from a per-graph table (the paper's way); "exec-update", the
-# instantiated graph's kernel arguments rewritten before each replay, vendor kernels included.
+# load their inputs' pointers from a per-graph table (the paper's way); "prelude", a kernel at
+# the graph's root rewriting every kernel's arguments from that table on the device (the
+# paper's way for vendor kernels); "exec-update", the instantiated graph's kernel arguments
+# rewritten from the host before each replay.
 pi_strategy: str = Config(default="ptx", env_name_force="GRACE_PI_STRATEGY")
 
 # Selective CUDA graphs: profile each candidate graph at capture and deploy the fastest of

@@ -38,7 +38,8 @@ step micro "${MICRO_S:-300}" "$PY" -m grace.bench --compile-together \
 "$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \
     > "$CHECKS_DIR/tables.log" 2>&1
 cat "$CHECKS_DIR/tables.log"
-step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --compile-together --workloads figure9 --modes pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-exec \
+step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --compile-together --workloads figure9 \
+    --modes pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-prelude,grace-cgct-pi-exec \
     --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --experiment figure9 --run-id "$RUN_ID"
 "$PY" -m grace.report figure9 --experiment figure9 --run-id "$RUN_ID" > "$CHECKS_DIR/figure9.log" 2>&1
 cat "$CHECKS_DIR/figure9.log"

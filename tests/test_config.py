@@ -63,5 +63,5 @@ def test_an_unknown_pi_strategy_is_refused_by_name() -> None:
     import grace.config as config
     from grace.pi.tree_hook import strategy
 
-    with config.patch(pi_strategy="fast"), pytest.raises(ValueError, match="choose one of ptx, exec-update"):
+    with config.patch(pi_strategy="fast"), pytest.raises(ValueError, match="choose one of ptx, prelude, exec-update"):
         strategy()

@@ -33,7 +33,7 @@ def test_doctor_reports_versions_patches_and_switches(tmp_path: Path) -> None:
     assert "pi         strategy ptx" in out
     assert "gpu " in out
     proc = _doctor(tmp_path, GRACE_PI_STRATEGY="fast")
-    assert proc.returncode == 1 and "GRACE_PI_STRATEGY='fast': choose one of ptx, exec-update" in proc.stdout
+    assert proc.returncode == 1 and "GRACE_PI_STRATEGY='fast': choose one of ptx, prelude, exec-update" in proc.stdout
 
 
 def test_doctor_without_setup_says_what_to_do(tmp_path: Path) -> None:

@@ -165,13 +165,16 @@ def test_training_gradients_equal_eager_with_fresh_inputs(pi) -> None:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"grad, step {i}")
 
 
-def test_exec_update_rewrites_triton_and_cublas_arguments_and_equals_eager(pi) -> None:
+@pytest.mark.parametrize("strategy", ["exec-update", "prelude"])
+def test_kernel_arguments_rewritten_for_triton_and_cublas_equal_eager(pi, strategy: str) -> None:
+    """Strategies (3) and (2): the graph's arguments are rewritten, from the host or by the
+    prelude kernel on the device; every call's fresh inputs must be read."""
     import grace.config
 
     def g(a: Any, b: Any, w: Any) -> Any:
         return torch.relu(a @ w) + b.sum(-1, keepdim=True)
 
-    with grace.config.patch(pi_strategy="exec-update"):
+    with grace.config.patch(pi_strategy=strategy):
         cg = torch.compile(g, mode="reduce-overhead")
         for step in range(6):
             a, b, w = _fresh(256, 128), _fresh(256, 64), _fresh(128, 32)

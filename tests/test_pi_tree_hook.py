@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from grace.pi import tree_hook
-from grace.pi.plan import EXEC_UPDATE, PTX
+from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX
 from grace.pi.tree_hook import PIReplay, start_recording
 
 
@@ -435,16 +435,84 @@ def test_exec_update_that_fails_its_check_copies_every_input_without_recording_a
     assert node.pointer() == x.data_ptr(), "the argument is put back"
 
 
-def test_table_3_counts_pointer_table_bytes_for_the_ptx_strategy_only() -> None:
+def _prelude_recording(monkeypatch: pytest.MonkeyPatch, load_error: str = "",
+                       install_error: str = "") -> tuple[Any, ExecNode, torch.Tensor, list[str]]:
+    """A kept graph whose one kernel reads ``x``'s placeholder; the fake prelude makes each
+    replay read its pointer from the table, as the device-side rewrite does."""
+    import grace.config
+    from grace.pi import exec_update, prelude
+
+    x = torch.randn(64)
+    with grace.config.patch(pi_strategy="prelude"):
+        rec = start_recording("cpu", [x], non_static_input_idx=[0])
+    assert rec.keeps_graph and rec.table_storage is None
+    node = ExecNode(x)
+    events: list[str] = []
+    kernel = exec_update.KernelNode(0, "sm90_gemm", (node.args[0].raw,), offsets=(0,))
+    monkeypatch.setattr(exec_update, "read_graph", lambda raw: exec_update.DriverGraph([kernel], {}, {}))
+
+    def load(device: Any) -> None:
+        if load_error:
+            raise prelude.PreludeError(load_error)
+
+    def install(graph: Any, raw: int, entries: Any, table: Any, device: Any) -> Any:
+        events.append(f"install {[(e.node, e.offset, e.slot) for e in entries]}")
+        if install_error:
+            raise prelude.PreludeError(install_error)
+        node.graph.replay = lambda: node.out.copy_(_at(int(table.table[entries[0].slot]), x) * 2.0)
+        return prelude.Prelude(torch.tensor(prelude.entry_words(entries, {0: 77})), (), 1, len(entries))
+
+    instantiate = node.graph.instantiate
+    node.graph.instantiate = lambda: (events.append("instantiate"), instantiate())
+    monkeypatch.setattr(prelude, "load", load)
+    monkeypatch.setattr(prelude, "install", install)
+    return rec, node, x, events
+
+
+def test_prelude_is_installed_before_instantiation_and_replays_read_the_table(monkeypatch) -> None:
+    rec, node, x, events = _prelude_recording(monkeypatch)
+    finished = rec.finish([], "graph 21", node, [node.out], stock_model, [x])
+    assert finished.rerecord is None and events == ["install [(0, 0, 0)]", "instantiate"]
+    replay = finished.replay
+    assert replay.plan.indirected == (0,) and replay.plan.copy_bytes_after == 0
+    assert replay.pointers.prelude.writes == 1, "the prelude lives as long as the replay state"
+    fresh = torch.randn(64)
+    replay.pointers.fill([fresh.data_ptr()])
+    node.graph.replay()
+    assert torch.equal(node.out, fresh * 2), "the rewritten argument points at the new input"
+
+
+def test_a_prelude_that_cannot_be_built_leaves_the_graph_as_captured(monkeypatch) -> None:
+    rec, node, x, events = _prelude_recording(monkeypatch, load_error="libcudadevrt.a not found")
+    finished = rec.finish([], "graph 22", node, [node.out], stock_model, [x])
+    assert finished.replay is None and finished.rerecord is None and events == ["instantiate"]
+    assert node.pointer() == x.data_ptr()
+
+
+@pytest.mark.parametrize("failure", ["install", "check"])
+def test_a_prelude_that_fails_to_install_or_its_check_records_the_graph_again(monkeypatch, failure) -> None:
+    rec, node, x, _ = _prelude_recording(monkeypatch, install_error="no device node" if failure == "install" else "")
+
+    def wrong(args: list[Any]) -> list[torch.Tensor]:
+        (a,) = args
+        args.clear()
+        return [a * 3]  # not what the graph computes
+
+    finished = rec.finish([], "graph 23", node, [node.out], wrong if failure == "check" else stock_model, [x])
+    assert finished.replay is None and finished.rerecord, "the graph was changed: it is not trusted"
+
+
+def test_table_3_counts_pointer_table_bytes_for_the_table_strategies_only() -> None:
     from grace.pi import report
 
     ptx = report.GraphRecord("graph 0", PTX, 4096, 0, 2, [0, 1])
     exec_ = report.GraphRecord("graph 1", EXEC_UPDATE, 4096, 0, 2, [0, 1])
+    prelude = report.GraphRecord("graph 3", PRELUDE, 4096, 0, 1, [0])
     stock = report.GraphRecord("graph 2", "none (recorded again, stock)", 1024, 1024, 0, [])
-    summary = report.summarize([ptx, exec_, stock])
-    assert summary["copy_bytes_pt2_cg"] == 4096 + 4096 + 1024
-    assert summary["copy_bytes_grace"] == 16 + 0 + 1024, "exec-update writes its pointers with driver calls"
-    assert summary["graphs_with_pi"] == 2 and summary["pointers_per_replay"] == 4
+    summary = report.summarize([ptx, exec_, prelude, stock])
+    assert summary["copy_bytes_pt2_cg"] == 4096 + 4096 + 4096 + 1024
+    assert summary["copy_bytes_grace"] == 16 + 0 + 8 + 1024, "exec-update writes its pointers with driver calls"
+    assert summary["graphs_with_pi"] == 3 and summary["pointers_per_replay"] == 5
 
 
 def test_a_static_input_the_code_reuses_in_place_is_put_back_after_each_run(built) -> None:

@@ -39,7 +39,9 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("grace-cgct", "CGCT", "reduce-overhead", env=_grace(True, False, False)),
     Mode("grace-cgct-pi", "+PI", "reduce-overhead", env=_grace(True, True, False)),
     Mode("grace", "GraCE", "reduce-overhead", env=_grace(True, True, True)),
-    # PI's strategy (3), for Figure 9: the instantiated graph's kernel arguments rewritten.
+    # PI's strategies (2) and (3), for Figure 9: the graph's kernel arguments rewritten by a
+    # prelude kernel on the device, or by the host in the instantiated graph.
+    Mode("grace-cgct-pi-prelude", "+PI (prelude)", "reduce-overhead", env=_grace(True, True, False, "prelude")),
     Mode("grace-cgct-pi-exec", "+PI (exec update)", "reduce-overhead", env=_grace(True, True, False, "exec-update")),
 )}
 

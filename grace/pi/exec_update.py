@@ -41,11 +41,13 @@ WORD = 8
 
 @dataclass(frozen=True)
 class KernelNode:
-    """A kernel node: its position in the graph's node list, name, and arguments' bytes."""
+    """A kernel node: its position in the graph's node list, name, its arguments' bytes, and
+    each argument's byte offset in the node's parameter buffer (where known)."""
 
     index: int
     name: str
     params: tuple[bytes, ...]
+    offsets: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,12 +179,12 @@ def read_graph(raw_graph: int) -> DriverGraph:
             (p,) = _check(driver.cuGraphKernelNodeGetParams(node))
             name = _function_name(driver, p.func)
             try:
-                args = _kernel_args(driver, p)
+                args, offsets = _kernel_args(driver, p)
             except ScanError as e:  # its arguments may hold any pointer: it blocks every input
                 out.nodes.append(OpaqueNode(index, f"kernel {name} ({e})"))
                 continue
             out.params[index] = p
-            out.nodes.append(KernelNode(index, name, args))
+            out.nodes.append(KernelNode(index, name, args, offsets))
         elif kind == kinds.CU_GRAPH_NODE_TYPE_MEMCPY:
             (p,) = _check(driver.cuGraphMemcpyNodeGetParams(node))
             ranges = tuple(r for r in (_copy_range(p, "src"), _copy_range(p, "dst")) if r[0])
@@ -236,7 +238,8 @@ def _setter(driver: Any, exec_: Any, handle: Any, params: Any) -> Callable[[], N
     return call
 
 
-def _kernel_args(driver: Any, p: Any) -> tuple[bytes, ...]:
+def _kernel_args(driver: Any, p: Any) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
+    """Each argument's bytes and its offset in the parameter buffer."""
     import ctypes
 
     if not int(p.kernelParams):
@@ -244,15 +247,16 @@ def _kernel_args(driver: Any, p: Any) -> tuple[bytes, ...]:
     if not int(p.func):
         raise ScanError("no CUfunction to query its parameters")
     pointers = ctypes.cast(int(p.kernelParams), ctypes.POINTER(ctypes.c_void_p))
-    args = []
+    args, offsets = [], []
     k = 0
     while True:
-        err, _offset, size = driver.cuFuncGetParamInfo(p.func, k)
+        err, offset, size = driver.cuFuncGetParamInfo(p.func, k)
         if err == driver.CUresult.CUDA_ERROR_INVALID_VALUE:
-            return tuple(args)  # past the last parameter
+            return tuple(args), tuple(offsets)  # past the last parameter
         if err != driver.CUresult.CUDA_SUCCESS:
             raise ScanError(f"cuFuncGetParamInfo failed: {driver.CUresult(err).name}")
         args.append(ctypes.string_at(pointers[k], size))
+        offsets.append(int(offset))
         k += 1
 
 

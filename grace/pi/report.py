@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grace.pi.plan import PTX, GraphPlan
+from grace.pi.plan import PRELUDE, PTX, GraphPlan
 
 
 @dataclass
@@ -53,7 +53,7 @@ def summarize(recs: list[GraphRecord]) -> dict[str, Any]:
         "graphs_with_pi": sum(1 for r in recs if r.indirected),
         "copy_bytes_pt2_cg": sum(r.copy_bytes_before for r in recs),
         # the pointer table is copied to the device per replay; exec-update's pointers are not
-        "copy_bytes_grace": sum(r.copy_bytes_after + (8 * r.pointers if r.strategy == PTX else 0)
+        "copy_bytes_grace": sum(r.copy_bytes_after + (8 * r.pointers if r.strategy in (PTX, PRELUDE) else 0)
                                 for r in recs if r.indirected)
         + sum(r.copy_bytes_before for r in recs if not r.indirected),
         "pointers_per_replay": sum(r.pointers for r in recs if r.indirected),

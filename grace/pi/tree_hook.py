@@ -65,7 +65,7 @@ from grace.log import get_logger
 from grace.pi import report
 from grace.pi.guard import InputLayout, ReplayGuard
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
-from grace.pi.plan import EXEC_UPDATE, PTX, STRATEGIES, GraphPlan, Placeholder, Reference, Slot, plan_graph
+from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, GraphPlan, Placeholder, Reference, Slot, plan_graph
 from grace.pi.table import PointerTable
 
 log = get_logger("grace.pi")
@@ -101,8 +101,8 @@ class Recording:
 
     @property
     def keeps_graph(self) -> bool:
-        """Whether the capture must keep its ``cudaGraph_t`` (for :mod:`grace.pi.exec_update`)."""
-        return self.strategy == EXEC_UPDATE
+        """Whether the capture must keep its ``cudaGraph_t`` (strategies (2) and (3) read it)."""
+        return self.strategy in (EXEC_UPDATE, PRELUDE)
 
     # -- during the capture ---------------------------------------------------------------
 
@@ -180,6 +180,8 @@ class Recording:
                 self.block(t.input_index, "the graph mutates it")
         if self.strategy == EXEC_UPDATE:
             return self._finish_exec_update(mutated_input_idxs, node_name, node, outputs, model, inputs)
+        if self.strategy == PRELUDE:
+            return self._finish_prelude(mutated_input_idxs, node_name, node, outputs, model, inputs)
         plan = self._plan()
         if not self.slots:
             _log_plan(node_name, plan)
@@ -210,23 +212,8 @@ class Recording:
         from grace.pi import exec_update
 
         placeholders = [t.placeholder for t in self.tracked.values()]
-        try:
-            graph = exec_update.read_graph(node.graph.raw_cuda_graph())
-            found = exec_update.scan(graph.nodes, placeholders)
-        except Exception as e:  # noqa: BLE001 - an unreadable graph keeps every copy
-            found = exec_update.Scan([], {t.input_index: [f"graph not read ({type(e).__name__}: {e})"]
-                                          for t in self.tracked.values()})
-            graph = None
-        for i, reasons in found.blocked.items():
-            for why in reasons:
-                self.block(i, f"reached by {why}")
-        names = {n.index: n.name for n in (graph.nodes if graph else ()) if isinstance(n, exec_update.KernelNode)}
-        self.slots = [Slot(s.input_index, s.offset, names.get(s.node, "?")) for s in found.sites]
-        plan = self._plan()
-        self.slots = [slot for slot in self.slots if slot.input_index in plan.indirected]
-        plan = self._plan()  # the same decisions, with only the pointers it rewrites
+        graph, plan, sites = self._scan_kept_graph(node)
         node.graph.instantiate()
-        sites = [s for s in found.sites if s.input_index in plan.indirected]
         if not sites:
             _log_plan(node_name, plan)
             report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
@@ -246,6 +233,77 @@ class Recording:
             report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
             return Finished(None)
         return self._deploy(node_name, plan, patch, placeholder_ptrs)
+
+    def _scan_kept_graph(self, node: Any) -> tuple[Any, GraphPlan, list[Any]]:
+        """The kept graph's nodes, the plan, and the argument sites of the indirected inputs.
+
+        Strategies (2) and (3) find their pointers the same way (:func:`exec_update.scan`); what
+        else reaches a placeholder makes that input keep its copy.
+        """
+        from grace.pi import exec_update
+
+        placeholders = [t.placeholder for t in self.tracked.values()]
+        try:
+            graph = exec_update.read_graph(node.graph.raw_cuda_graph())
+            found = exec_update.scan(graph.nodes, placeholders)
+        except Exception as e:  # noqa: BLE001 - an unreadable graph keeps every copy
+            found = exec_update.Scan([], {t.input_index: [f"graph not read ({type(e).__name__}: {e})"]
+                                          for t in self.tracked.values()})
+            graph = None
+        for i, reasons in found.blocked.items():
+            for why in reasons:
+                self.block(i, f"reached by {why}")
+        names = {n.index: n.name for n in (graph.nodes if graph else ()) if isinstance(n, exec_update.KernelNode)}
+        self.slots = [Slot(s.input_index, s.offset, names.get(s.node, "?")) for s in found.sites]
+        plan = self._plan()
+        self.slots = [slot for slot in self.slots if slot.input_index in plan.indirected]
+        plan = self._plan()  # the same decisions, with only the pointers it rewrites
+        return graph, plan, [s for s in found.sites if s.input_index in plan.indirected]
+
+    def _finish_prelude(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any,
+                        outputs: Sequence[Any], model: Any, inputs: Sequence[Any]) -> Finished:
+        """Strategy (2): read the kept graph, plan, add the prelude, instantiate, check.
+
+        The prelude changes the graph before it is instantiated, so unlike (3) a failed check, or
+        an installation that failed halfway, cannot be undone here: the caller records again.
+        """
+        from grace.pi import exec_update, prelude
+
+        graph, plan, sites = self._scan_kept_graph(node)
+        try:
+            if not sites:
+                raise prelude.PreludeError("no argument points into an indirected input")
+            kernels = [n for n in graph.nodes if isinstance(n, exec_update.KernelNode)]
+            slots, entries = prelude.layout(sites, kernels)
+            prelude.load(self.device)  # compiled and loaded before the graph is touched
+        except Exception as e:  # noqa: BLE001 - the graph is as captured: every input copied
+            node.graph.instantiate()
+            if sites:
+                log.info("PI %s: no prelude (%s); every input copied", node_name, e)
+                plan = plan_graph([t.placeholder for t in self.tracked.values()], [],
+                                  [Reference(t.data_ptr, "other", str(e)) for t in self.tracked.values()])
+            _log_plan(node_name, plan)
+            report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
+            return Finished(None)
+        table = PointerTable(slots, self.device)
+        try:
+            installed = prelude.install(graph, node.graph.raw_cuda_graph(), entries, table, self.device)
+            node.graph.instantiate()
+        except Exception as e:  # noqa: BLE001 - the graph may be half changed: not trusted
+            why = f"the prelude could not be installed ({type(e).__name__}: {e})"
+            log.warning("PI %s: recorded again without indirection: %s", node_name, why)
+            return Finished(None, rerecord=why)
+        placeholder_ptrs = self._pointers()
+        pointers = prelude.PreludePointers(table, installed)
+        why = self._validate(node, outputs, plan, pointers, placeholder_ptrs, mutated_input_idxs, model, inputs)
+        if why is not None:
+            log.warning("PI %s: recorded again without indirection: %s (prelude rewriting %d node(s))",
+                        node_name, why, installed.nodes)
+            report.add(report.GraphRecord(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
+                                          plan.copy_bytes_before, 0, [],
+                                          {t.input_index: why for t in self.tracked.values()}))
+            return Finished(None, rerecord=why)
+        return self._deploy(node_name, plan, pointers, placeholder_ptrs)
 
     def _deploy(self, node_name: str, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int]) -> Finished:
         """Log and report a checked plan, and give the node its replay state."""

@@ -2,9 +2,10 @@
 
 From a run of ``configs/workloads_figure9.txt`` (``micro-ptr-K``: one kernel reading K external
 inputs): per K and mode, the median per-iteration time with p10/p90, and each mode's time
-relative to PT2-CG's in the same run (the ratio of medians). With PI's pointer table, a replay
-writes K pointers; with its exec update, it rewrites the arguments of the graph's kernel node;
-with PT2-CG it copies K tensors. Rows that are not ``ok`` are left out and listed.
+relative to PT2-CG's in the same run (the ratio of medians). With PI's pointer table (strategy
+(1)), a replay writes K pointers; with its prelude (2), it writes them too and a kernel at the
+graph's root rewrites the kernel node's arguments on the device; with its exec update (3), the
+host rewrites them in the instantiated graph; with PT2-CG it copies K tensors. Rows that are not ``ok`` are left out and listed.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any, Sequence
 
 from grace.report.figures import index_rows, save_figure
 
-MODES = {"pt2-nocg": "PT2-NoCG", "pt2-cg": "PT2-CG (copies)", "grace-cgct-pi": "PI (pointer table)",
-         "grace-cgct-pi-exec": "PI (graph arguments rewritten)"}
+MODES = {"pt2-nocg": "PT2-NoCG", "pt2-cg": "PT2-CG (copies)", "grace-cgct-pi": "PI (1) pointer table",
+         "grace-cgct-pi-prelude": "PI (2) prelude kernel", "grace-cgct-pi-exec": "PI (3) host exec update"}
 _NAME = re.compile(r"micro-ptr-(\d+)$")
 
 
