@@ -170,6 +170,28 @@ def test_a_timed_sample_runs_inner_iterations_on_their_own_inputs_and_checks_the
     torch.testing.assert_close(checked[0][1], step(case.model, case.model, case.inputs(8)))
 
 
+def test_coverage_profiles_the_steps_but_not_the_making_of_their_inputs(monkeypatch) -> None:
+    from grace.bench.worker import Case
+    from grace.cgct import coverage
+
+    case = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny")
+    profiling: list[bool] = [False]
+    made_while_profiling: list[bool] = []
+    inputs = case.inputs
+    case.inputs = lambda sample: made_while_profiling.append(profiling[0]) or inputs(sample)
+
+    def measure(step: Any, iterations: int) -> coverage.Coverage:
+        profiling[0] = True
+        for i in range(iterations):
+            step(i)
+        profiling[0] = False
+        return coverage.Coverage(kernels=4, in_graphs=3, unlinked=0)
+
+    monkeypatch.setattr(coverage, "measure", measure)
+    result = case.coverage(3)
+    assert made_while_profiling == [False] * 3 and result["iterations"] == 3 and result["in_graphs"] == 3
+
+
 # --- configs, modes, shards --------------------------------------------------------------
 
 def test_micro_config_names_every_micro_workload() -> None:

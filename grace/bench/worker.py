@@ -229,9 +229,14 @@ class Case:
 
         from grace.cgct.coverage import measure
 
+        # Made before the profiler starts: the kernels that generate inputs are not the step's.
+        samples = [COVERAGE_SAMPLE_BASE + i for i in range(iterations)]
+        inputs = [self.inputs(s) for s in samples]
+        self.sync()
+
         def step(i: int) -> None:
-            self.seed(COVERAGE_SAMPLE_BASE + i)
-            self.step(self.fn, self.model, self.inputs(COVERAGE_SAMPLE_BASE + i))
+            self.seed(samples[i])
+            self.step(self.fn, self.model, inputs[i])
 
         cov = measure(step, iterations)
         return {**asdict(cov), "share": cov.share, "iterations": iterations}
