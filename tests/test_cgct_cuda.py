@@ -98,3 +98,43 @@ def test_cpu_table_mirror_follows_in_place_writes_and_replacement(cgct) -> None:
             m.table = torch.randn(64, 64)
         x = torch.randn(16, 64, device="cuda")
         torch.testing.assert_close(compiled(x), m(x), msg=f"call {step}")
+
+
+class KeptMask(torch.nn.Module):
+    """DALLE2's CLIP block: the CPU mask copied to the GPU in forward is kept on the module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 64)
+        self.attn_mask = torch.empty(32, 32).fill_(float("-inf")).triu_(1)
+
+    def forward(self, x: Any) -> Any:
+        self.attn_mask = self.attn_mask.to(dtype=x.dtype, device=x.device)
+        h = self.lin(x)
+        return torch.softmax(h @ h.transpose(-1, -2) + self.attn_mask, -1)
+
+
+def _run_kept_mask(calls: int = 6) -> None:
+    torch.manual_seed(0)
+    m = KeptMask().cuda()
+    reference = KeptMask().cuda()
+    reference.load_state_dict(m.state_dict())
+    compiled = torch.compile(m, mode="reduce-overhead")
+    for step in range(calls):
+        x = torch.randn(4, 32, 64, device="cuda")
+        torch.testing.assert_close(compiled(x), reference(x), msg=f"call {step}")
+
+
+def test_a_mask_copied_in_forward_and_kept_on_the_module_stays_valid_under_cgct(cgct) -> None:
+    """CGCT's mirror is no pool memory, so the copy the module keeps stays valid across replays."""
+    _run_kept_mask()
+
+
+def test_stock_pt2_cg_reads_the_kept_mask_after_it_was_overwritten(cgct) -> None:
+    """The premise, as DALLE2's baseline row measured it: under stock PT2-CG the kept copy is a
+    graph output, read after a later replay overwrote it. If a torch upgrade fixes this, this
+    fails and the README's Figure 10 comparison needs updating."""
+    import grace.config
+
+    with grace.config.patch(cgct=False), pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        _run_kept_mask()

@@ -53,6 +53,15 @@ def test_module_cpu_tensor_copy_is_traced_to_the_users_line(fake_cuda_cases) -> 
     assert "self.table.to(x.device)" in source["code"]
 
 
+def test_a_mask_copied_in_forward_and_kept_on_the_module_is_explained(fake_cuda_cases) -> None:
+    """DALLE2's CLIP idiom: stock keeps the copy out of the graph (and its result, kept on the
+    module, is a graph output: PT2-CG's "overwritten by a subsequent run" on the GPU)."""
+    case = fake_cuda_cases["kept-mask"]
+    assert case["graphs"][0]["non_cudagraphable"] == 1
+    (finding,) = case["findings"]
+    assert finding["cause"] == "cpu-tensor-copy" and "self.attn_mask.to(" in finding["source"]["code"]
+
+
 def test_a_cpu_output_no_longer_splits_the_gpu_work_on_torch_2_11(fake_cuda_cases) -> None:
     """The paper's third rewrite (CPU outputs) has nothing to recover on 2.11: the scheduler
     gives the device-to-host copy a partition of its own and the GPU work stays one CUDA graph,

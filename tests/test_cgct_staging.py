@@ -39,14 +39,14 @@ def staged_cases() -> dict:
     return {"cases": json.loads(out.stdout.strip().splitlines()[-1]), "log": out.stderr}
 
 
-@pytest.mark.parametrize("case", ["numpy", "cpu-tensor", "tensor-temperature"])
+@pytest.mark.parametrize("case", ["numpy", "cpu-tensor", "tensor-temperature", "kept-mask"])
 def test_staged_inputs_leave_one_cuda_graph_partition(staged_cases, case: str) -> None:
     result = staged_cases["cases"][case]
     assert result["graphs"] == [{"partitions": 1, "cudagraphable": 1, "non_cudagraphable": 0}]
     (finding,) = result["findings"]  # what explain lists: the cause, fixed
     assert finding["kind"] == "rewrite"
     assert finding["fixed_by"] == ("CGCT numpy scalar specialization" if case == "numpy" else "CGCT input staging")
-    assert finding["cause"] == ("cpu-tensor-copy" if case == "cpu-tensor" else "cpu-scalar")
+    assert finding["cause"] == ("cpu-tensor-copy" if case in ("cpu-tensor", "kept-mask") else "cpu-scalar")
 
 
 def test_a_scalar_also_used_on_the_cpu_stays_as_stock(staged_cases) -> None:
