@@ -5,11 +5,12 @@
 #
 #   RUN_ID=$(date +%Y%m%d)-baseline REPEAT=30 bash scripts/run_baseline_pt2.sh
 #   RUN_ID=<same> bash scripts/run_baseline_pt2.sh --resume --stop-after 420   # finish it
-#   # a workload whose three compilations do not fit one shard one after another (DALLE2,
-#   # TEFD), or whose three modes do not fit on the GPU together as well (XLNET-T, DR-I):
+#   # a workload whose three compilations do not fit one shard one after another (DALLE2, TEFD):
 #   RUN_ID=<same> CONCURRENT=1 WORKLOADS=DALLE2 bash scripts/run_baseline_pt2.sh --resume --compile-together
+#   # one whose three modes do not fit on the GPU at once (XLNET-T, DR-I): alone, compiling one
+#   # mode after another (three warm-ups at once would not fit either), returning memory between chunks:
 #   RUN_ID=<same> CONCURRENT=1 TIMEOUT=540 WORKLOADS=XLNET-T bash scripts/run_baseline_pt2.sh --resume \
-#       --retry error --compile-together --release-memory
+#       --retry error --release-memory
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export EXPERIMENT=${EXPERIMENT:-baseline_pt2} WORKLOADS=${WORKLOADS:-single_gpu_25}
