@@ -23,3 +23,18 @@ def recorded_nodes() -> list[Any]:
 
     managers = (cudagraph_trees.get_manager(d, create_if_none_exists=False) for d in range(torch.cuda.device_count()))
     return [n for m in managers if m is not None for n in nodes(m)]
+
+
+def graph_pool_bytes() -> int:
+    """Device bytes held in CUDA graph private pools: the recorded graphs' placeholders, outputs
+    and intermediates.
+
+    The allocator's allocated-bytes statistics stop counting that memory once a graph is
+    recorded (the trees rebuild outputs over it without allocating), so a peak of allocated
+    bytes does not show what graphs cost; the pools' segments do. Takes a memory snapshot:
+    for reports, never on a timed path.
+    """
+    import torch
+
+    return sum(int(seg["total_size"]) for seg in torch.cuda.memory_snapshot()
+               if tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0))

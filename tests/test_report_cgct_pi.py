@@ -19,12 +19,14 @@ def test_table2_takes_coverage_of_graph_modes_only() -> None:
 def test_table3_reports_bytes_before_and_after_and_graphs_with_pi() -> None:
     summary = {"graphs": 2, "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
                "pointers_per_replay": 2}
-    rows = [_row("pt2-cg", pi=None, peak_replay_mem_bytes=9000),
-            _row("grace-cgct-pi", pi={"summary": summary, "graphs": []}, peak_replay_mem_bytes=8000)]
+    rows = [_row("pt2-cg", pi=None, peak_replay_mem_bytes=9000, graph_pool_bytes=2 << 20),
+            _row("grace-cgct-pi", pi={"summary": summary, "graphs": []}, peak_replay_mem_bytes=8000,
+                 graph_pool_bytes=1 << 20)]
     (rec,) = table3(rows)
     assert rec == {"workload": "micro-eos", "mode": "grace-cgct-pi", "status": "ok", "graphs": 2,
                    "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
-                   "pointers_per_replay": 2, "peak_mem_bytes": 8000, "peak_mem_bytes_pt2_cg": 9000}
+                   "pointers_per_replay": 2, "peak_mem_bytes": 8000, "peak_mem_bytes_pt2_cg": 9000,
+                   "graph_pool_bytes": 1 << 20, "graph_pool_bytes_pt2_cg": 2 << 20}
 
 
 def test_table2_gives_the_compile_time_a_mode_adds_to_pt2_cg_at_its_latest_row() -> None:
@@ -35,3 +37,15 @@ def test_table2_gives_the_compile_time_a_mode_adds_to_pt2_cg_at_its_latest_row()
     assert by_mode["grace-cgct"]["compile_s_over_pt2_cg"] == 2.5
     assert by_mode["pt2-cg"]["compile_s_over_pt2_cg"] == 0.0
     assert len(table2(rows)) == 2
+
+
+def test_graph_pool_bytes_counts_private_pool_segments_only(monkeypatch) -> None:
+    import torch
+
+    from grace import trees
+
+    snapshot = [{"total_size": 2 << 20, "segment_pool_id": (0, 0)},  # the default pool
+                {"total_size": 20 << 20, "segment_pool_id": (0, 1)},  # a graph pool
+                {"total_size": 4 << 20, "segment_pool_id": (0, 2)}]
+    monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda: snapshot)
+    assert trees.graph_pool_bytes() == 24 << 20

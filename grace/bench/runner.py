@@ -175,6 +175,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
+        "graph_pool_bytes": None,
         "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None,
         "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
     }

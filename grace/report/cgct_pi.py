@@ -6,8 +6,9 @@
   compile time with what it adds to PT2-CG's in the same run (warm-up included, as measured).
 - ``tables/table3_pi_copy.csv``: per workload, for each mode with parameter indirection, the
   bytes PT2-CG copies per replay for the same graphs, the bytes still copied (pointer tables
-  included), the pointers written per replay, the graphs that use PI, and the peak memory of a
-  timed iteration against PT2-CG's in the same run.
+  included), the pointers written per replay, the graphs that use PI, the peak memory of a
+  timed iteration (allocator statistics, which do not see graph pools) and the bytes of the
+  CUDA graph pools after timing (where placeholders live), each against PT2-CG's in the same run.
 
 A workload with several rows for a mode (retries) is taken at its last one.
 """
@@ -57,7 +58,9 @@ def table3(rows: Sequence[dict]) -> list[dict[str, Any]]:
                     "copy_bytes_pt2_cg": s["copy_bytes_pt2_cg"], "copy_bytes_grace": s["copy_bytes_grace"],
                     "pointers_per_replay": s["pointers_per_replay"],
                     "peak_mem_bytes": row.get("peak_replay_mem_bytes"),
-                    "peak_mem_bytes_pt2_cg": _pt2_cg(latest, row["workload"], "peak_replay_mem_bytes")})
+                    "peak_mem_bytes_pt2_cg": _pt2_cg(latest, row["workload"], "peak_replay_mem_bytes"),
+                    "graph_pool_bytes": row.get("graph_pool_bytes"),
+                    "graph_pool_bytes_pt2_cg": _pt2_cg(latest, row["workload"], "graph_pool_bytes")})
     return out
 
 
