@@ -81,10 +81,25 @@ def report() -> tuple[list[str], bool]:
 
         if config.pi_strategy in STRATEGIES:
             lines.append(f"pi         strategy {config.pi_strategy}")
+            if config.pi_strategy == "prelude":
+                line, builds = prelude_line()
+                lines.append(line)
+                healthy = healthy and builds
         else:
             healthy = False
             lines.append(f"  ERROR: GRACE_PI_STRATEGY={config.pi_strategy!r}: choose one of {', '.join(STRATEGIES)}")
     return lines, healthy
+
+
+def prelude_line(arch: str = "sm_90") -> tuple[str, bool]:
+    """Whether PI's strategy (2) can build its prelude here (NVRTC, nvJitLink, the device runtime)."""
+    from grace.pi import prelude
+
+    try:
+        cubin = prelude.compile_prelude(arch)
+    except prelude.PreludeError as e:
+        return f"  ERROR: the prelude cannot be built, so graphs keep their copies: {e}", False
+    return f"  prelude builds ({len(cubin)} B for {arch}), device runtime {prelude.find_cudadevrt()}", True
 
 
 def _active_lines(current: overlay.Overlay | None) -> list[str]:

@@ -34,6 +34,24 @@ def test_doctor_reports_versions_patches_and_switches(tmp_path: Path) -> None:
     assert "gpu " in out
     proc = _doctor(tmp_path, GRACE_PI_STRATEGY="fast")
     assert proc.returncode == 1 and "GRACE_PI_STRATEGY='fast': choose one of ptx, prelude, exec-update" in proc.stdout
+    proc = _doctor(tmp_path, GRACE_PI_STRATEGY="prelude")
+    assert "pi         strategy prelude" in proc.stdout and "prelude" in proc.stdout.split("strategy prelude")[1]
+
+
+def test_doctor_says_whether_the_prelude_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grace import doctor
+    from grace.pi import prelude
+
+    monkeypatch.setattr(prelude, "compile_prelude", lambda arch: b"\x7fELF" + bytes(60))
+    monkeypatch.setattr(prelude, "find_cudadevrt", lambda: Path("/cuda/lib/libcudadevrt.a"))
+    assert doctor.prelude_line() == ("  prelude builds (64 B for sm_90), device runtime /cuda/lib/libcudadevrt.a", True)
+
+    def missing(arch: str) -> bytes:
+        raise prelude.PreludeError("libcudadevrt.a (the CUDA device runtime, which the prelude links) not found")
+
+    monkeypatch.setattr(prelude, "compile_prelude", missing)
+    line, builds = doctor.prelude_line()
+    assert not builds and line.startswith("  ERROR: the prelude cannot be built") and "libcudadevrt.a" in line
 
 
 def test_doctor_without_setup_says_what_to_do(tmp_path: Path) -> None:
