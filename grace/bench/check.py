@@ -37,7 +37,8 @@ float64 one, and a compiled output that is no further from it than ``FP64_MULTIP
 eager's error (plus a tenth of the tolerance) is rounding, not wrong data
 (:func:`judge_against_fp64`). Integer and bool leaves must still equal eager's exactly, so a
 flipped label or detection count stays a mismatch; and a float64 run that eager's own output
-misses by more than the tolerance arbitrates nothing (dropout draws other masks in float64).
+misses by more than the tolerance arbitrates nothing. A stochastic workload's float64 run draws
+its random numbers in float32 (:mod:`grace.bench.draws`), so that its masks are eager's.
 Only the leaves that failed in float32 go to the arbiter, and one it cannot judge keeps its
 float32 verdict. Norms are taken in float64 pieces of ``CHECK_CHUNK`` elements, so that the
 check never needs a float64 copy of a whole output beside the model.

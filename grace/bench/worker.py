@@ -23,6 +23,7 @@ report for the process (:mod:`grace.scg.report`), or None where SCG decided noth
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import logging
@@ -210,11 +211,14 @@ class Case:
     def _arbitrate(self, sample: int, out: Any, ref: Any, training: bool,
                    mismatches: list[check.Mismatch]) -> list[check.Mismatch]:
         """Mismatches that remain once a float64 run of the sample judges them (see :mod:`check`)."""
+        from grace.bench.draws import Float32Draws
+
         try:
             if self.reference64 is None:
                 self.reference64 = _as_float64(copy.deepcopy(self.reference))
             self.seed(sample)
-            ref64 = self.step(self.reference64, self.reference64, _as_float64(self.inputs(sample)))
+            with Float32Draws() if self.workload.stochastic else contextlib.nullcontext():
+                ref64 = self.step(self.reference64, self.reference64, _as_float64(self.inputs(sample)))
         except Exception as e:  # a model with float32 baked in cannot run in float64: keep the verdict
             self.no_fp64 = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             return mismatches
