@@ -8,6 +8,7 @@ faulty workloads in ``fixtures/faulty_workloads.py`` for the error, timeout and 
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -190,6 +191,22 @@ def test_coverage_profiles_the_steps_but_not_the_making_of_their_inputs(monkeypa
     monkeypatch.setattr(coverage, "measure", measure)
     result = case.coverage(3)
     assert made_while_profiling == [False] * 3 and result["iterations"] == 3 and result["in_graphs"] == 3
+
+
+def test_every_field_of_the_workers_summary_reaches_the_row() -> None:
+    """The worker's summary and the runner's row agree on their fields (graph_pool_bytes was
+    once computed by the worker and dropped by the runner)."""
+    import inspect
+
+    from grace.bench import runner, worker
+
+    source = inspect.getsource(worker.Case.summary)
+    sent = set(re.findall(r'^\s*"(\w+)":', source, re.M)) - {"summary", "graphs", "ok", "fallback_random",
+                                                               "checked", "max_rel_err", "tolerance", "detail",
+                                                               "fp64_arbitrated", "no_fp64_reference"}
+    assert sent and sent <= set(runner.SUMMARY_KEYS), sent - set(runner.SUMMARY_KEYS)
+    row = runner.base_row(Settings(experiment="x", run_id="y"), Target(get("micro-mlp2"), 4), MODES["pt2-cg"])
+    assert set(runner.SUMMARY_KEYS) <= set(row), "every summary field has a place in every row, error rows too"
 
 
 # --- configs, modes, shards --------------------------------------------------------------

@@ -176,7 +176,8 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
         "graph_pool_bytes": None,
-        "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None,
+        "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None, "pi": None,
+        "coverage": None,
         "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
     }
 
@@ -275,10 +276,13 @@ def exclusive(lock_path: Path | None, what: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+SUMMARY_KEYS = ("peak_replay_mem_bytes", "graph_pool_bytes", "cuda_graphs", "cudagraph_skips",
+                "partition_reasons", "check", "scg", "pi", "coverage")
+
+
 def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     row = worker.row
-    for key in ("peak_replay_mem_bytes", "cuda_graphs", "cudagraph_skips", "partition_reasons", "check", "scg", "pi",
-                "coverage"):
+    for key in SUMMARY_KEYS:
         row[key] = message.get(key)
     row["samples_us"] = worker.samples
     row["iter_us"] = summary(worker.samples)
