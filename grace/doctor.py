@@ -77,11 +77,11 @@ def report() -> tuple[list[str], bool]:
         on = [s for s in SWITCHES if getattr(config, s)]
         off = [s for s in SWITCHES if not getattr(config, s)]
         lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")
-        from grace.pi.plan import STRATEGIES
+        from grace.pi.plan import PRELUDE, STRATEGIES
 
         if config.pi_strategy in STRATEGIES:
             lines.append(f"pi         strategy {config.pi_strategy}")
-            if config.pi_strategy == "prelude":
+            if config.pi_strategy == PRELUDE:
                 line, builds = prelude_line()
                 lines.append(line)
                 healthy = healthy and builds

@@ -248,9 +248,9 @@ class Case:
     def summary(self, skips: SkipLog) -> dict[str, Any]:
         from dataclasses import asdict
 
-        from grace.scg import report
-
+        from grace import trees
         from grace.pi import report as pi_report
+        from grace.scg import report
 
         scg = report.records()
         pi = pi_report.records()
@@ -258,7 +258,7 @@ class Case:
             "scg": {"summary": report.summarize(scg), "graphs": [asdict(r) for r in scg]} if scg else None,
             "pi": {"summary": pi_report.summarize(pi), "graphs": [asdict(r) for r in pi]} if pi else None,
             "peak_replay_mem_bytes": self.peak_mem if self.cuda else None,
-            "graph_pool_bytes": graph_pool_bytes() if self.cuda else None,
+            "graph_pool_bytes": trees.graph_pool_bytes() if self.cuda else None,
             "cuda_graphs": count_cuda_graphs() if self.cuda else 0,
             "cudagraph_skips": skips.skips,
             "partition_reasons": skips.partition_reasons,
@@ -288,12 +288,6 @@ def _as_float64(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _as_float64(v) for k, v in value.items()}
     return value
-
-
-def graph_pool_bytes() -> int:
-    from grace import trees
-
-    return trees.graph_pool_bytes()
 
 
 def count_cuda_graphs() -> int:

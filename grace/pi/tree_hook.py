@@ -49,7 +49,10 @@ With ``grace.config.pi_strategy = "exec-update"`` (strategy (3), :mod:`grace.pi.
 nothing is redirected during the capture, which keeps its ``cudaGraph_t``; afterwards the
 graph's kernel arguments that point into placeholders become patch sites, and a replay
 rewrites them in the instantiated graph instead of filling a table. The check is the same; as
-the kernels are stock, a failed check only drops the rewrite.
+the kernels are stock, a failed check only drops the rewrite. With ``"prelude"`` (strategy
+(2), :mod:`grace.pi.prelude`) the same sites are found, and before instantiation a prelude
+kernel is added that rewrites them on the device from a pointer table, which replays fill as
+strategy (1) does; that changes the graph, so a failed check records it again stock.
 
 Everything here is capture-time work except :meth:`PIReplay.replay`.
 """
@@ -192,12 +195,8 @@ class Recording:
         if node is not None and model is not None:
             why = self._validate(node, outputs, plan, table, placeholder_ptrs, mutated_input_idxs, model, inputs)
             if why is not None:
-                log.warning("PI %s: recorded again without indirection: %s (indirected kernels: %s)",
-                            node_name, why, ", ".join(sorted({slot.kernel for slot in self.slots})))
-                report.add(report.GraphRecord(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
-                                              plan.copy_bytes_before, 0, [],
-                                              {t.input_index: why for t in self.tracked.values()}))
-                return Finished(None, rerecord=why)
+                kernels = ", ".join(sorted({slot.kernel for slot in self.slots}))
+                return self._rerecord(node_name, plan, why, f"indirected kernels: {kernels}")
         table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
         return self._deploy(node_name, plan, table, placeholder_ptrs)
 
@@ -211,7 +210,6 @@ class Recording:
         """
         from grace.pi import exec_update
 
-        placeholders = [t.placeholder for t in self.tracked.values()]
         graph, plan, sites = self._scan_kept_graph(node)
         node.graph.instantiate()
         if not sites:
@@ -228,8 +226,8 @@ class Recording:
         if why is not None:
             log.warning("PI %s: exec-update dropped: %s", node_name, why)
             if why.startswith(_UNDO_FAILED):
-                return Finished(None, rerecord=why)
-            plan = plan_graph(placeholders, [], [Reference(p.data_ptr, "other", why) for p in placeholders])
+                return self._rerecord(node_name, plan, why, "exec-update")
+            plan = self._every_input_copied(why)
             report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
             return Finished(None)
         return self._deploy(node_name, plan, patch, placeholder_ptrs)
@@ -280,8 +278,7 @@ class Recording:
             node.graph.instantiate()
             if sites:
                 log.info("PI %s: no prelude (%s); every input copied", node_name, e)
-                plan = plan_graph([t.placeholder for t in self.tracked.values()], [],
-                                  [Reference(t.data_ptr, "other", str(e)) for t in self.tracked.values()])
+                plan = self._every_input_copied(str(e))
             _log_plan(node_name, plan)
             report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
             return Finished(None)
@@ -290,19 +287,13 @@ class Recording:
             installed = prelude.install(graph, node.graph.raw_cuda_graph(), entries, table, self.device)
             node.graph.instantiate()
         except Exception as e:  # noqa: BLE001 - the graph may be half changed: not trusted
-            why = f"the prelude could not be installed ({type(e).__name__}: {e})"
-            log.warning("PI %s: recorded again without indirection: %s", node_name, why)
-            return Finished(None, rerecord=why)
+            return self._rerecord(node_name, plan, f"the prelude could not be installed ({type(e).__name__}: {e})",
+                                  "prelude")
         placeholder_ptrs = self._pointers()
         pointers = prelude.PreludePointers(table, installed)
         why = self._validate(node, outputs, plan, pointers, placeholder_ptrs, mutated_input_idxs, model, inputs)
         if why is not None:
-            log.warning("PI %s: recorded again without indirection: %s (prelude rewriting %d node(s))",
-                        node_name, why, installed.nodes)
-            report.add(report.GraphRecord(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
-                                          plan.copy_bytes_before, 0, [],
-                                          {t.input_index: why for t in self.tracked.values()}))
-            return Finished(None, rerecord=why)
+            return self._rerecord(node_name, plan, why, f"prelude rewriting {installed.nodes} node(s)")
         return self._deploy(node_name, plan, pointers, placeholder_ptrs)
 
     def _deploy(self, node_name: str, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int]) -> Finished:
@@ -311,6 +302,19 @@ class Recording:
         report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
         return Finished(PIReplay(plan, pointers, ReplayGuard(layouts), placeholder_ptrs))
+
+    def _rerecord(self, node_name: str, plan: GraphPlan, why: str, what: str) -> Finished:
+        """Log and report that the graph is not trusted; the patch captures it again stock."""
+        log.warning("PI %s: recorded again without indirection: %s (%s)", node_name, why, what)
+        report.add(report.GraphRecord(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
+                                      plan.copy_bytes_before, 0, [],
+                                      {t.input_index: why for t in self.tracked.values()}))
+        return Finished(None, rerecord=why)
+
+    def _every_input_copied(self, why: str) -> GraphPlan:
+        """The plan that keeps every copy, each input's reason ``why``."""
+        return plan_graph([t.placeholder for t in self.tracked.values()], [],
+                          [Reference(t.data_ptr, "other", why) for t in self.tracked.values()])
 
     def _pointers(self) -> list[int]:
         """Per input index, its placeholder's address: what the graph reads as captured."""
@@ -575,9 +579,10 @@ class PIReplay:
     """
 
     def __init__(self, plan: GraphPlan, pointers: Any, guard: ReplayGuard, placeholder_ptrs: list[int]) -> None:
-        """``pointers``: the graph's :class:`PointerTable` (strategy "ptx") or its
-        :class:`grace.pi.exec_update.ExecPatch` (strategy "exec-update"); each is filled with
-        the inputs' data pointers."""
+        """``pointers``: the graph's :class:`PointerTable` (strategy "ptx"), its
+        :class:`grace.pi.prelude.PreludePointers` ("prelude") or its
+        :class:`grace.pi.exec_update.ExecPatch` ("exec-update"); each is filled with the
+        inputs' data pointers."""
         self.plan = plan
         self.pointers = pointers  # referenced for the node's lifetime: the graph reads what it holds
         self.guard = guard
