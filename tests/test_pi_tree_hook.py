@@ -537,3 +537,53 @@ def test_a_static_input_the_code_reuses_in_place_is_put_back_after_each_run(buil
     finished = rec.finish([], "graph 14", node, [node.out], model, [x, act])
     assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     assert torch.equal(act, act_before), "the tree's first replay reads the real activation"
+
+
+def test_an_input_whose_elements_share_memory_is_checked_and_put_back(built) -> None:
+    """An expanded input (stride 0, as the speech transformer's masks are) cannot be written
+    elementwise; the check snapshots and restores storages, so it runs and leaves its bytes."""
+    x = torch.randn(64)
+    row = torch.randn(4)
+    mask = row.expand(8, 4)  # eight views of one row's memory
+    rec = start_recording("cpu", [x, mask], non_static_input_idx=[0])
+    rec.launch(autotuner(), LAUNCHER, [x, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
+    node = FakeNode(rec, x, through_table=True)
+    replay = node.graph.replay
+    node.graph.replay = lambda: (replay(), row.zero_())  # the code reuses the mask's memory
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        a, m = args
+        args.clear()
+        out = a * 2
+        m.select(0, 0).zero_()
+        return [out]
+
+    row_before = row.clone()
+    finished = rec.finish([], "graph 15", node, [node.out], model, [x, mask])
+    assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+    assert torch.equal(row, row_before), "the tree's first replay reads the real mask"
+
+
+def test_an_expanded_placeholder_is_overwritten_and_put_back_whole() -> None:
+    from grace.pi.tree_hook import _overwrite, _put_back, _replica
+
+    row = torch.arange(4.0)
+    placeholder = row.expand(3, 4)
+    saved = _replica(placeholder)
+    assert saved.stride() == placeholder.stride() and saved.data_ptr() != placeholder.data_ptr()
+    _overwrite(placeholder)
+    assert row.isnan().all()
+    _put_back(placeholder, saved)
+    assert torch.equal(row, torch.arange(4.0))
+
+
+def test_a_variant_with_several_launchers_is_not_launched_inside_a_capture(recording, monkeypatch) -> None:
+    """Launching it would benchmark its configs (and synchronise) inside the capture: the input
+    keeps its copy instead, with the reason."""
+    from grace.pi import tree_hook
+
+    variant = SimpleNamespace(launchers=[object(), object()], run=lambda *a, **k: "variant launched")
+    monkeypatch.setattr(tree_hook, "variant_for", lambda *a: variant)
+    rec, placeholders, _ = recording
+    out = rec.launch(autotuner(), LAUNCHER, [placeholders[0], torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
+    assert out is NotImplemented and "launchers" in " ".join(rec.blocked[0])

@@ -23,7 +23,8 @@ def autotuner(monkeypatch, tmp_path: Path):
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
-    yield getattr(PyCodeCache.load(MODULE.read_text()), "triton_poi_fused_add_mul_0")
+    source = MODULE.read_text() + f"\n# {tmp_path.name}\n"  # a module of its own: tests change it
+    yield getattr(PyCodeCache.load(source), "triton_poi_fused_add_mul_0")
     triton_stage.uninstall()
 
 
@@ -70,3 +71,34 @@ def test_a_kernel_without_function_or_reload_is_refused(autotuner) -> None:
     autotuner._reload_kernel = None  # as the FX graph cache's bundler leaves it
     with pytest.raises(VariantError, match="its module is unknown"):
         indirected_variant(autotuner, autotuner.configs[0], ["in_ptr0"], warm_cache_only=True)
+
+
+def _precompile_adding_a_config(monkeypatch, extra):
+    """Precompile as Inductor's ``_dynamic_scale_rblock`` may: an extra launcher beside the config's."""
+    from types import SimpleNamespace
+
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    original = CachingAutotuner.precompile
+
+    def precompile(self, warm_cache_only=False, **kwargs):
+        original(self, warm_cache_only=True)
+        self.launchers = [SimpleNamespace(config=extra), SimpleNamespace(config=self.compile_results[0].config)]
+
+    monkeypatch.setattr(CachingAutotuner, "precompile", precompile)
+
+
+def test_only_the_settled_configs_launcher_is_kept(autotuner, monkeypatch) -> None:
+    settled, extra = autotuner.configs[-1], autotuner.configs[0]
+    _precompile_adding_a_config(monkeypatch, extra)
+    variant = indirected_variant(autotuner, settled, ["in_ptr0"])
+    (launcher,) = variant.launchers
+    assert launcher.config is settled
+
+
+def test_two_configs_of_one_kernel_get_two_variants(autotuner) -> None:
+    first = indirected_variant(autotuner, autotuner.configs[0], ["in_ptr0"], warm_cache_only=True)
+    second = indirected_variant(autotuner, autotuner.configs[-1], ["in_ptr0"], warm_cache_only=True)
+    assert first is not second
+    assert first.compile_results[0].config.kwargs == autotuner.configs[0].kwargs
+    assert second.compile_results[0].config.kwargs == autotuner.configs[-1].kwargs

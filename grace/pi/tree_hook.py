@@ -149,6 +149,8 @@ class Recording:
             requests = _slot_requests(autotuner, launcher, args, self._owner)
             with _relaxed_capture(self.device):  # a variant not built at warm-up is built here
                 variant = variant_for(autotuner, launcher, requests)
+            if len(getattr(variant, "launchers", ())) > 1:  # its run would benchmark inside the capture
+                raise ValueError(f"its variant has {len(variant.launchers)} launchers, not the settled one")
             if len(self.slots) + len(requests) > self.table_storage.numel():
                 raise ValueError(f"the pointer table is full ({self.table_storage.numel()} slots)")
             new_args = list(args)
@@ -351,19 +353,19 @@ class Recording:
         saved: dict[int, Any] = {}
         before: dict[int, Any] = {}
         try:
-            saved = {i: t.clone() for i, t in placeholders.items()}
+            saved = {i: _replica(t) for i, t in placeholders.items()}
             # Every other tensor input the compiled code may write: the ones it mutates, and in a
             # backward graph the saved activations it reuses in place (AOTAutograd's donated
             # buffers, which no index list marks). Stock runs the code once; the check runs it
             # twice more, so each run starts from, and the tree's first replay gets, these bytes.
-            before = {i: x.clone() for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in saved}
+            before = {i: _replica(x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in saved}
             reference_args = [(saved[i].clone() if i in mutated else saved[i]) if i in saved else x
                               for i, x in enumerate(inputs)]
             written = {i: reference_args[i] for i in mutated}
             expected = [e.clone() if isinstance(e, torch.Tensor) else e for e in model(reference_args)]
             reference_mutated = {i: t.clone() for i, t in written.items()}
             for i, t in before.items():
-                inputs[i].copy_(t)
+                _put_back(inputs[i], t)
             moved = {i: saved[i] for i in plan.indirected}  # read by the replay, not written (not mutated)
             for i in plan.indirected:
                 _overwrite(placeholders[i])
@@ -378,9 +380,9 @@ class Recording:
             return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
         finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
             for i, t in saved.items():  # copied ones too: a graph that reused their memory overwrote them
-                placeholders[i].copy_(t)
+                _put_back(placeholders[i], t)
             for i, t in before.items():
-                inputs[i].copy_(t)
+                _put_back(inputs[i], t)
             try:
                 pointers.fill(placeholder_ptrs)
             except Exception as e:  # noqa: BLE001 - the graph may still point at the moved copies
@@ -401,14 +403,28 @@ class Finished:
     rerecord: str | None = None
 
 
-def _overwrite(t: Any) -> None:
-    """NaN in every float lane, -1 in every integer one."""
+# The check works on whole storages, not on the tensors' views: an input may be a view whose
+# elements share memory (an expanded tensor, stride 0), which no elementwise copy or fill may
+# write, and a storage-level copy puts back every byte the graph could have reached.
+
+def _replica(t: Any) -> Any:
+    """A copy of ``t``'s storage, viewed with ``t``'s offset, sizes and strides."""
     import torch
 
-    if t.is_contiguous():
-        t.view(-1).view(torch.uint8).fill_(0xFF)
-    else:
-        t.fill_(float("nan") if t.is_floating_point() else -1)
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+        t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
+
+
+def _put_back(t: Any, replica: Any) -> None:
+    """Every byte of ``t``'s storage from ``replica``'s (made by :func:`_replica` from it)."""
+    t.untyped_storage().copy_(replica.untyped_storage())
+
+
+def _overwrite(t: Any) -> None:
+    """Every byte of ``t``'s storage 0xFF: NaN in every float lane, -1 in every integer one."""
+    import torch
+
+    torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).fill_(0xFF)
 
 
 def _first_difference(outputs: Sequence[Any], expected: Sequence[Any], what: str = "output") -> str | None:
@@ -452,10 +468,10 @@ def build_variant(autotuner: Any, config: Any, arg_names: Sequence[str]) -> Any:
 
 
 def variant_for(autotuner: Any, launcher: Any, requests: Sequence[SlotRequest]) -> Any:
-    from grace.pi.variant import kernel_module_path
+    from grace.pi.variant import config_key, kernel_module_path
 
     key = (str(kernel_module_path(autotuner)), autotuner.fn.__name__, tuple(r.position for r in requests),
-           _config_key(launcher.config))
+           config_key(launcher.config))
     variant = _VARIANTS.get(key)
     if variant is None:
         variant = build_variant(autotuner, launcher.config, [r.name for r in requests])
@@ -679,10 +695,6 @@ def _relaxed_capture(device: Any) -> Iterator[None]:
         yield
     finally:
         driver.cuThreadExchangeStreamCaptureMode(previous)
-
-
-def _config_key(config: Any) -> tuple:
-    return (tuple(sorted(config.kwargs.items())), config.num_warps, config.num_stages)
 
 
 def _log_plan(node_name: str, plan: GraphPlan) -> None:

@@ -4,8 +4,11 @@ Inductor keeps each kernel in a module file of its code cache, decorated with th
 that make it a ``CachingAutotuner``. The variant is that module with the kernel renamed to its
 marked name (:func:`grace.pi.triton_stage.marked_source`), loaded through the same code cache,
 restricted to the config the original autotuner settled on (no second autotuning, which would
-launch a kernel whose pointer arguments are slot addresses on buffers it would clone), and
-compiled with the stage hook installed. Triton's own launcher is used rather than Inductor's
+launch a kernel whose pointer arguments are slot addresses on buffers it would clone, and would
+synchronise inside a capture), and compiled with the stage hook installed. Precompiling a
+reduction may add configs of its own (Inductor's ``_dynamic_scale_rblock``, for configs that
+would spill registers); only the launcher of the settled config is kept. The config is part of
+the module's source, so that two configs of one kernel never share a cached module. Triton's own launcher is used rather than Inductor's
 static launcher, because it takes a plain integer for a pointer argument, which is how a slot
 address is passed. The binary is checked to be indirected before the variant is returned.
 """
@@ -21,6 +24,11 @@ from grace.pi import triton_stage
 from grace.pi.ptx import is_indirected
 
 log = get_logger("grace.pi")
+
+
+def config_key(config: Any) -> tuple:
+    """What makes two Triton configs launch the same binary with the same grid."""
+    return (tuple(sorted(config.kwargs.items())), config.num_warps, config.num_stages)
 
 
 class VariantError(RuntimeError):
@@ -59,11 +67,17 @@ def indirected_variant(autotuner: Any, config: Any, arg_names: Sequence[str], *,
     except (OSError, ValueError) as e:
         raise VariantError(f"{base}: cannot read its module source ({e})") from e
     name = triton_stage.marked_name(base, indices)
+    source += f"\n# grace-pi variant for config {config_key(config)}\n"
     variant = getattr(PyCodeCache.load(source), name)
     variant.configs = [config]
     triton_stage.install()
     with inductor_config.patch(use_static_triton_launcher=False):
         variant.precompile(warm_cache_only=warm_cache_only)
+    if not warm_cache_only:
+        settled = [launcher for launcher in variant.launchers if config_key(launcher.config) == config_key(config)]
+        if not settled:
+            raise VariantError(f"{name}: no launcher for the settled config {config_key(config)}")
+        variant.launchers = settled[:1]
     binary = variant.compile_results[0].kernel if variant.compile_results else None
     ptx = getattr(binary, "asm", {}).get("ptx", "")
     if not is_indirected(ptx, indices):
