@@ -10,7 +10,7 @@
 # (default 20) iterations run back to back: one synchronised iteration is mostly host jitter
 # (run 20261123b-pi-cgct timed single iterations: p90 twice the median).
 #
-#   RUN_ID=$(date +%Y%m%d)-pi-cgct TARBALL=$OUT/checks.tgz bash scripts/gpu_checks_pi_cgct.sh
+#   RUN_ID=$(date +%Y%m%d)-pi-cgct TARBALL=$OUT/checks.tgz TOTAL_S=540 bash scripts/gpu_checks_pi_cgct.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh || exit 2
@@ -20,9 +20,19 @@ CHECKS_DIR=${CHECKS_DIR:-results/raw/gpu_checks/$RUN_ID}
 mkdir -p "$CHECKS_DIR"
 export GRACE_LOGS=${GRACE_LOGS:-info}
 
+# The whole run ends by itself within TOTAL_S seconds (default 540), packing included: each
+# step's limit is cut to what is left, and a step with no time left is skipped and says so. An
+# outer `timeout` that fired first would lose the tarball.
+DEADLINE=$((SECONDS + ${TOTAL_S:-540} - 20))
+
 step() {  # step NAME SECONDS COMMAND...: run, log to CHECKS_DIR/NAME.log, report the outcome
   local name=$1 limit=$2; shift 2
-  local start=$SECONDS
+  local start=$SECONDS left=$((DEADLINE - SECONDS))
+  (( left < limit )) && limit=$left
+  if (( limit <= 0 )); then
+    echo "== $name: skipped, no time left within TOTAL_S=${TOTAL_S:-540}"
+    return
+  fi
   timeout "$limit" "$@" > "$CHECKS_DIR/$name.log" 2>&1
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - start)) s (log: $CHECKS_DIR/$name.log)"
