@@ -51,7 +51,7 @@ SIGNATURE = {"in_ptr0": "*fp32", "in_ptr1": "*fp32", "out_ptr0": "*fp32", "xnume
 
 def test_pointer_args_reading_placeholders_become_slot_requests() -> None:
     x, y, buf = torch.zeros(64), torch.zeros(16, 4), torch.zeros(64)
-    names = runtime_arg_names(["in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "XBLOCK"], {"XBLOCK"}, SIGNATURE, 4)
+    names = runtime_arg_names(["in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "XBLOCK"], {"XBLOCK"}, 4)
     view = torch.as_strided(y, (8, 4), (4, 1), storage_offset=32)  # reinterpret_tensor(arg1_1, ..., 32)
     requests = slot_requests([x, view, buf, 64], names, SIGNATURE, _owner(x, y))
     assert [(r.position, r.name, r.input_index, r.offset) for r in requests] == [
@@ -73,5 +73,14 @@ def test_non_pointer_args_are_never_slots_and_writes_are_refused() -> None:
     assert [r.name for r in slot_requests([x, x.data_ptr()], ["in_ptr0", "ks0"], signature, _owner(x))] == ["in_ptr0"]
     with pytest.raises(ValueError, match="writes in_ptr0"):
         slot_requests([x], ["in_ptr0"], signature, _owner(x), mutated={"in_ptr0"})
-    with pytest.raises(ValueError, match="takes 1"):
-        runtime_arg_names(["in_ptr0", "ks0", "XBLOCK"], {"XBLOCK"}, {"ks0": "constexpr"}, 2)
+    with pytest.raises(ValueError, match="takes 2"):
+        runtime_arg_names(["in_ptr0", "ks0", "XBLOCK"], {"XBLOCK"}, 1)
+
+
+def test_a_value_specialized_in_the_signature_only_is_still_passed() -> None:
+    """XLNET-I's persistent reduction: ``xnumel`` of 1 is ``constexpr`` in the signature and in
+    the constants, but not in the ``def``, so Inductor's launcher still passes it (7 arguments)."""
+    arg_names = ["in_out_ptr0", "in_ptr0", "in_ptr1", "in_ptr2", "in_ptr3", "xnumel", "r0_numel", "XBLOCK"]
+    names = runtime_arg_names(arg_names, {"XBLOCK"}, 7)
+    assert names == arg_names[:7]
+    assert runtime_arg_names(arg_names, {"XBLOCK"}, 8, extra=["ws_ptr"])[-1] == "ws_ptr"

@@ -31,7 +31,8 @@ class FakeVariant:
 def autotuner(name: str = "triton_poi_fused_add_0", mutated: tuple[str, ...] = ()) -> Any:
     signature = {"in_ptr0": "*fp32", "in_ptr1": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32",
                  "XBLOCK": "constexpr"}
-    fn = SimpleNamespace(__name__=name, arg_names=list(signature), fn=lambda: None)  # .fn: its module's code
+    fn = SimpleNamespace(__name__=name, arg_names=list(signature), constexprs=[4],  # XBLOCK: tl.constexpr
+                         fn=lambda: None)  # .fn: its module's code
     return SimpleNamespace(fn=fn, triton_meta={"signature": signature, "constants": {}},
                            inductor_meta={"mutated_arg_names": list(mutated)})
 

@@ -102,3 +102,16 @@ def test_two_configs_of_one_kernel_get_two_variants(autotuner) -> None:
     assert first is not second
     assert first.compile_results[0].config.kwargs == autotuner.configs[0].kwargs
     assert second.compile_results[0].config.kwargs == autotuner.configs[-1].kwargs
+
+
+def test_a_real_kernels_launch_arguments_are_named_as_inductors_launcher_takes_them(autotuner) -> None:
+    """Inductor's launcher takes the ``def``'s names less its ``tl.constexpr`` ones (here XBLOCK)."""
+    import torch
+
+    from grace.pi.tree_hook import _slot_requests
+
+    x, y, out = torch.zeros(8, dtype=torch.float64), torch.zeros(8, dtype=torch.float64), torch.zeros(8)
+    owner = {x.untyped_storage()._cdata: (0, x.data_ptr())}
+    requests = _slot_requests(autotuner, None, [x, y, out, 8],
+                              lambda a: owner.get(a.untyped_storage()._cdata) if isinstance(a, torch.Tensor) else None)
+    assert [(r.position, r.name, r.input_index) for r in requests] == [(0, "in_ptr0", 0)]

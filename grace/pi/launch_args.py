@@ -1,7 +1,7 @@
 """Which arguments of a Triton launch, seen while a graph records, read a placeholder.
 
-Inductor launches a Triton kernel with its runtime arguments in the order of the kernel's
-``def``, compile-time constants left out (:func:`runtime_arg_names`). A pointer argument reads a
+Inductor launches a Triton kernel with its arguments in the order of the kernel's ``def``,
+those declared ``tl.constexpr`` left out (:func:`runtime_arg_names`). A pointer argument reads a
 placeholder if its storage is the placeholder's: the placeholder itself or a view of it
 (``reinterpret_tensor`` with an offset), which becomes a slot at that byte offset. Storage
 identity, not address: the capture frees each placeholder after its last use, and a later
@@ -31,13 +31,23 @@ class SlotRequest:
     offset: int
 
 
-def runtime_arg_names(arg_names: Sequence[str], constants: Collection[str], signature: Mapping[str, str],
-                      count: int) -> list[str]:
-    """The names of a launch's ``count`` positional arguments: the ``def``'s, less its constants."""
-    names = [n for n in arg_names if n not in constants and signature.get(n) != "constexpr"]
+def runtime_arg_names(arg_names: Sequence[str], declared_constexprs: Collection[str], count: int,
+                      extra: Sequence[str] = ()) -> list[str]:
+    """The names of a launch's ``count`` positional arguments.
+
+    As Inductor's launcher builds them (``_get_arg_lists``, Triton 3.2 and later): every name of
+    the kernel's ``def`` except those declared ``tl.constexpr`` there (and ``num_warps``,
+    ``num_stages``), then ``extra`` (``extra_launcher_args``). A value Inductor specialized,
+    marked ``constexpr`` in the signature but not in the ``def`` (``xnumel`` of 1 in a persistent
+    reduction), is still passed.
+    """
+    names = [n for n in arg_names if n not in declared_constexprs and n not in _IMPLICIT] + list(extra)
     if len(names) != count:
         raise ValueError(f"launch has {count} arguments, the kernel takes {len(names)}: {names}")
     return names
+
+
+_IMPLICIT = ("num_warps", "num_stages")
 
 
 def slot_requests(args: Sequence[Any], names: Sequence[str], signature: Mapping[str, str], owner: Owner,

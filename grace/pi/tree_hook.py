@@ -481,9 +481,12 @@ def variant_for(autotuner: Any, launcher: Any, requests: Sequence[SlotRequest]) 
 
 def _slot_requests(autotuner: Any, launcher: Any, args: Sequence[Any], owner: Owner) -> list[SlotRequest]:
     """The launch's arguments that read placeholders (ValueError if it cannot be redirected)."""
+    fn = autotuner.fn
+    if not hasattr(fn, "constexprs"):
+        raise ValueError("its tl.constexpr parameters are unknown, so its launch arguments cannot be named")
+    declared = {fn.arg_names[i] for i in fn.constexprs}
+    names = runtime_arg_names(fn.arg_names, declared, len(args), autotuner.inductor_meta.get("extra_launcher_args", ()))
     signature = autotuner.triton_meta["signature"]
-    constants = set(launcher.config.kwargs) | set(autotuner.triton_meta.get("constants", {}))
-    names = runtime_arg_names(autotuner.fn.arg_names, constants, signature, len(args))
     return slot_requests(args, names, signature, owner, autotuner.inductor_meta.get("mutated_arg_names", ()))
 
 
