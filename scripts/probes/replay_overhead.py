@@ -8,9 +8,12 @@ different environments, as in the benchmark):
 
 For the mode's environment it compiles the workload, then prints, in microseconds per call:
 synchronised calls (the benchmark's measure), back-to-back calls synchronised once (host-bound
-throughput), the GPU time of a call between CUDA events, and a cProfile of as many calls sorted
-by own time, which names the Python frames of CUDA graph trees and of GraCE's replay. Run the
-modes one after another in one device call:
+throughput), the GPU time of a call between CUDA events, the host time of each step of the
+replay (input copies, launch, and PI's guard, pointer fill and remaining copies), each recorded
+graph replayed alone back to back (does its own GPU work differ by mode?), and a cProfile of as
+many calls sorted by own time, which names the Python frames of CUDA graph trees and of GraCE's
+replay. A PI mode compiles its variants too: allow it a minute. Run the modes one after another
+in one device call:
 
     for m in pt2-nocg pt2-cg grace-cgct-pi grace-cgct-pi-prelude grace-cgct-pi-exec; do
       python scripts/probes/replay_overhead.py --mode $m > $OUT/replay.$m.log 2>&1; done
@@ -26,6 +29,7 @@ import pstats
 import subprocess
 import sys
 import time
+from typing import Any
 
 
 def child(mode: str, workload: str, calls: int) -> None:
@@ -65,6 +69,8 @@ def child(mode: str, workload: str, calls: int) -> None:
             end.record()
             end.synchronize()
             gpu.append(start.elapsed_time(end) * 1e3)
+        phases = _phase_times(fn, samples, calls)
+        replay_only = _replay_only(calls)
         prof = cProfile.Profile()
         prof.enable()
         for i in range(calls):
@@ -77,7 +83,84 @@ def child(mode: str, workload: str, calls: int) -> None:
     print(f"synchronised call us: {summary(synced)}")
     print(f"back-to-back us per call: {back_to_back:.1f}")
     print(f"between CUDA events us: {summary(gpu)}")
+    print(f"host us per call in the replay's phases (back-to-back): {phases}")
+    print(f"the recorded graphs alone, replayed back to back, us per replay: {replay_only}")
     print(out.getvalue())
+
+
+def _phase_times(fn: Any, samples: list[Any], calls: int) -> dict[str, float]:
+    """Host time per call of each step of a node's replay, over ``calls`` back-to-back calls:
+    the input copy and the launch (every mode with graphs), the guard and the pointer fill (PI).
+    Each step is wrapped on the node's objects for the measurement, then put back."""
+    import torch
+
+    from grace.trees import recorded_nodes
+
+    totals: dict[str, float] = {}
+    undo = []
+
+    def timed(owner: Any, attr: str, label: str) -> None:
+        # On the instance where it can be (put back as it was), else on its class (slotted objects).
+        target = owner if hasattr(owner, "__dict__") else type(owner)
+        had_own = attr in getattr(target, "__dict__", {})
+        original = getattr(target, attr)
+
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return original(*a, **k)
+            finally:
+                totals[label] = totals.get(label, 0.0) + time.perf_counter() - t
+
+        setattr(target, attr, wrapper)
+        undo.append((target, attr, original if had_own else None))
+
+    for node in recorded_nodes():
+        timed(node, "run_graph", "launch (run_graph)")
+        timed(node, "_copy_inputs_and_remove_from_src", "input copies (stock path)")
+        pi = getattr(node, "grace_pi", None)
+        if pi is not None:
+            timed(pi.guard, "must_copy", "PI guard")
+            timed(pi.pointers, "fill", "PI pointer fill")
+            if getattr(pi, "_copied", None) is not None:  # bound on its first replay
+                timed(pi, "_foreach_copy", "PI remaining copies")
+    t = time.perf_counter()
+    for i in range(calls):
+        fn(*samples[i % len(samples)])
+    torch.cuda.synchronize()
+    whole = time.perf_counter() - t
+    for target, attr, original in reversed(undo):
+        if original is None:
+            delattr(target, attr)  # the class's method is found again
+        else:
+            setattr(target, attr, original)
+    out = {label: round(v * 1e6 / calls, 1) for label, v in sorted(totals.items())}
+    out["whole call"] = round(whole * 1e6 / calls, 1)
+    return out
+
+
+def _replay_only(calls: int) -> dict[str, float]:
+    """Per recorded graph: back-to-back ``replay()`` of its instantiated graph, timed with CUDA
+    events (GPU time when the GPU is the bottleneck, launch time when the host is), with the
+    inputs the last call left in place. Tells whether a graph's own GPU work differs by mode."""
+    import torch
+
+    from grace.trees import recorded_nodes
+
+    out = {}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for k, node in enumerate(recorded_nodes()):
+        graph = node.graph
+        for _ in range(10):
+            graph.replay()
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(calls):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        out[f"graph {k}"] = round(start.elapsed_time(end) * 1e3 / calls, 1)
+    return out
 
 
 def main() -> int:
