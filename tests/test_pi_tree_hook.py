@@ -566,16 +566,29 @@ def test_an_input_whose_elements_share_memory_is_checked_and_put_back(built) -> 
 
 
 def test_an_expanded_placeholder_is_overwritten_and_put_back_whole() -> None:
-    from grace.pi.tree_hook import _overwrite, _put_back, _replica
+    from grace.pi.tree_hook import _overwrite, _StorageSnapshot
 
     row = torch.arange(4.0)
     placeholder = row.expand(3, 4)
-    saved = _replica(placeholder)
-    assert saved.stride() == placeholder.stride() and saved.data_ptr() != placeholder.data_ptr()
+    saved = _StorageSnapshot({0: placeholder})
+    assert saved.views[0].stride() == placeholder.stride() and saved.views[0].data_ptr() != placeholder.data_ptr()
     _overwrite(placeholder)
     assert row.isnan().all()
-    _put_back(placeholder, saved)
+    saved.put_back()
     assert torch.equal(row, torch.arange(4.0))
+
+
+def test_inputs_sharing_a_storage_share_one_copy_of_it() -> None:
+    from grace.pi.tree_hook import _StorageSnapshot
+
+    flat = torch.arange(10.0)
+    a, b = flat[:4], flat[4:].view(2, 3)
+    snap = _StorageSnapshot({0: a, 1: b})
+    assert snap.views[0].untyped_storage()._cdata == snap.views[1].untyped_storage()._cdata
+    assert torch.equal(snap.views[1], b) and snap.views[1].storage_offset() == 4
+    flat.zero_()
+    snap.put_back()
+    assert torch.equal(flat, torch.arange(10.0))
 
 
 def test_a_variant_with_several_launchers_is_not_launched_inside_a_capture(recording, monkeypatch) -> None:

@@ -350,23 +350,23 @@ class Recording:
             return "the graph draws random numbers, so it cannot be run twice to be checked"
         placeholders = {t.input_index: inputs[t.input_index] for t in self.tracked.values()}
         mutated = [i for i in mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]
-        saved: dict[int, Any] = {}
-        before: dict[int, Any] = {}
+        saved = before = _StorageSnapshot({})
         try:
-            saved = {i: _replica(t) for i, t in placeholders.items()}
+            saved = _StorageSnapshot(placeholders)
             # Every other tensor input the compiled code may write: the ones it mutates, and in a
             # backward graph the saved activations it reuses in place (AOTAutograd's donated
             # buffers, which no index list marks). Stock runs the code once; the check runs it
             # twice more, so each run starts from, and the tree's first replay gets, these bytes.
-            before = {i: _replica(x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in saved}
-            reference_args = [(saved[i].clone() if i in mutated else saved[i]) if i in saved else x
+            before = _StorageSnapshot({i: x for i, x in enumerate(inputs)
+                                       if isinstance(x, torch.Tensor) and i not in placeholders})
+            copies = saved.views
+            reference_args = [(copies[i].clone() if i in mutated else copies[i]) if i in copies else x
                               for i, x in enumerate(inputs)]
             written = {i: reference_args[i] for i in mutated}
             expected = [e.clone() if isinstance(e, torch.Tensor) else e for e in model(reference_args)]
             reference_mutated = {i: t.clone() for i, t in written.items()}
-            for i, t in before.items():
-                _put_back(inputs[i], t)
-            moved = {i: saved[i] for i in plan.indirected}  # read by the replay, not written (not mutated)
+            before.put_back()
+            moved = {i: copies[i] for i in plan.indirected}  # read by the replay, not written (not mutated)
             for i in plan.indirected:
                 _overwrite(placeholders[i])
             ptrs = list(placeholder_ptrs)
@@ -379,10 +379,8 @@ class Recording:
         except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
             return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
         finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
-            for i, t in saved.items():  # copied ones too: a graph that reused their memory overwrote them
-                _put_back(placeholders[i], t)
-            for i, t in before.items():
-                _put_back(inputs[i], t)
+            saved.put_back()  # copied ones too: a graph that reused their memory overwrote them
+            before.put_back()
             try:
                 pointers.fill(placeholder_ptrs)
             except Exception as e:  # noqa: BLE001 - the graph may still point at the moved copies
@@ -403,21 +401,31 @@ class Finished:
     rerecord: str | None = None
 
 
-# The check works on whole storages, not on the tensors' views: an input may be a view whose
-# elements share memory (an expanded tensor, stride 0), which no elementwise copy or fill may
-# write, and a storage-level copy puts back every byte the graph could have reached.
+class _StorageSnapshot:
+    """Copies of the storages behind some tensors, each storage once, and views of the copies
+    laid out as the tensors are (``views``, by the tensors' keys).
 
-def _replica(t: Any) -> Any:
-    """A copy of ``t``'s storage, viewed with ``t``'s offset, sizes and strides."""
-    import torch
+    The check works on whole storages, not on the tensors' views: an input may be a view whose
+    elements share memory (an expanded tensor, stride 0), which no elementwise copy or fill may
+    write, and a storage-level copy puts back every byte the graph could have reached. Inputs
+    that share a storage share its copy, so the snapshot costs each storage's size once.
+    """
 
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(
-        t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
+    def __init__(self, tensors: dict[int, Any]) -> None:
+        import torch
 
+        self._storages: dict[int, tuple[Any, Any]] = {}  # cdata -> (storage, its copy)
+        self.views: dict[int, Any] = {}
+        for i, t in tensors.items():
+            storage = t.untyped_storage()
+            original, copy = self._storages.setdefault(storage._cdata, (storage, storage.clone()))
+            self.views[i] = torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                copy, t.storage_offset(), t.size(), t.stride())
 
-def _put_back(t: Any, replica: Any) -> None:
-    """Every byte of ``t``'s storage from ``replica``'s (made by :func:`_replica` from it)."""
-    t.untyped_storage().copy_(replica.untyped_storage())
+    def put_back(self) -> None:
+        """Every byte of every storage from its copy."""
+        for original, copy in self._storages.values():
+            original.copy_(copy)
 
 
 def _overwrite(t: Any) -> None:
