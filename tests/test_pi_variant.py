@@ -112,6 +112,6 @@ def test_a_real_kernels_launch_arguments_are_named_as_inductors_launcher_takes_t
 
     x, y, out = torch.zeros(8, dtype=torch.float64), torch.zeros(8, dtype=torch.float64), torch.zeros(8)
     owner = {x.untyped_storage()._cdata: (0, x.data_ptr())}
-    requests = _slot_requests(autotuner, None, [x, y, out, 8],
+    requests = _slot_requests(autotuner, [x, y, out, 8],
                               lambda a: owner.get(a.untyped_storage()._cdata) if isinstance(a, torch.Tensor) else None)
     assert [(r.position, r.name, r.input_index) for r in requests] == [(0, "in_ptr0", 0)]

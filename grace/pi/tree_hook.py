@@ -146,7 +146,7 @@ class Recording:
         if not readers:
             return NotImplemented
         try:
-            requests = _slot_requests(autotuner, launcher, args, self._owner)
+            requests = _slot_requests(autotuner, args, self._owner)
             with _relaxed_capture(self.device):  # a variant not built at warm-up is built here
                 variant = variant_for(autotuner, launcher, requests)
             if len(getattr(variant, "launchers", ())) > 1:  # its run would benchmark inside the capture
@@ -339,10 +339,11 @@ class Recording:
         that still reads a placeholder reads the overwritten bytes, and an indirected kernel
         that computes anything else than the stock one differs too. Outputs are compared, and
         so are the inputs the graph mutates (a static buffer such as BatchNorm's running
-        statistics). Every tensor input is put back after each run, so that the tree's first
-        replay reads and updates them as stock would; the placeholders get their bytes back and
-        the pointers their placeholders' addresses before that replay. A graph that draws random numbers cannot be run again without
-        advancing its generator: it is not checked, which counts as failing.
+        statistics). Every tensor input's storage is put back after each run, so that the tree's
+        first replay reads and updates them as stock would; the placeholders get their bytes back
+        and the pointers their placeholders' addresses before that replay. A graph that draws
+        random numbers cannot be run again without advancing its generator: it is not checked,
+        which counts as failing.
         """
         import torch
 
@@ -487,7 +488,7 @@ def variant_for(autotuner: Any, launcher: Any, requests: Sequence[SlotRequest]) 
     return variant
 
 
-def _slot_requests(autotuner: Any, launcher: Any, args: Sequence[Any], owner: Owner) -> list[SlotRequest]:
+def _slot_requests(autotuner: Any, args: Sequence[Any], owner: Owner) -> list[SlotRequest]:
     """The launch's arguments that read placeholders (ValueError if it cannot be redirected)."""
     fn = autotuner.fn
     if not hasattr(fn, "constexprs"):
@@ -527,7 +528,7 @@ class Warmup:
 
     def launch(self, autotuner: Any, launcher: Any, args: Sequence[Any], kwargs: dict, stream: Any) -> Any:
         try:
-            requests = _slot_requests(autotuner, launcher, args, self._owner)
+            requests = _slot_requests(autotuner, args, self._owner)
             if requests:
                 variant_for(autotuner, launcher, requests)
         except Exception as e:  # the capture will try again, or keep the copy

@@ -8,9 +8,10 @@ launch a kernel whose pointer arguments are slot addresses on buffers it would c
 synchronise inside a capture), and compiled with the stage hook installed. Precompiling a
 reduction may add configs of its own (Inductor's ``_dynamic_scale_rblock``, for configs that
 would spill registers); only the launcher of the settled config is kept. The config is part of
-the module's source, so that two configs of one kernel never share a cached module. Triton's own launcher is used rather than Inductor's
-static launcher, because it takes a plain integer for a pointer argument, which is how a slot
-address is passed. The binary is checked to be indirected before the variant is returned.
+the module's source, so that two configs of one kernel never share a cached module. Triton's
+own launcher is used rather than Inductor's static launcher, because it takes a plain integer
+for a pointer argument, which is how a slot address is passed. The binary is checked to be
+indirected before the variant is returned.
 """
 
 from __future__ import annotations
