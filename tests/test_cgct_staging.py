@@ -39,14 +39,30 @@ def staged_cases() -> dict:
     return {"cases": json.loads(out.stdout.strip().splitlines()[-1]), "log": out.stderr}
 
 
-@pytest.mark.parametrize("case", ["numpy", "cpu-tensor", "tensor-temperature", "kept-mask"])
+@pytest.mark.parametrize("case", ["numpy", "cpu-tensor", "tensor-temperature", "kept-mask", "kept-mask-fp16"])
 def test_staged_inputs_leave_one_cuda_graph_partition(staged_cases, case: str) -> None:
     result = staged_cases["cases"][case]
     assert result["graphs"] == [{"partitions": 1, "cudagraphable": 1, "non_cudagraphable": 0}]
     (finding,) = result["findings"]  # what explain lists: the cause, fixed
     assert finding["kind"] == "rewrite"
     assert finding["fixed_by"] == ("CGCT numpy scalar specialization" if case == "numpy" else "CGCT input staging")
-    assert finding["cause"] == ("cpu-tensor-copy" if case in ("cpu-tensor", "kept-mask") else "cpu-scalar")
+    assert finding["cause"] == ("cpu-tensor-copy" if case.startswith(("cpu-tensor", "kept-mask")) else "cpu-scalar")
+
+
+@pytest.mark.parametrize("case", ["kept-mask", "kept-mask-fp16"])
+def test_a_kept_copy_is_the_mirror_itself_not_a_graph_output(staged_cases, case: str) -> None:
+    """DALLE2's CLIP keeps ``self.attn_mask.to(dtype=x.dtype, device=x.device)`` on the module;
+    in fp16 the copy also converts. The graph must return the staged input itself (persistent
+    memory), not a tensor it computes (CUDA graph pool memory, overwritten by the next replay)."""
+    assert staged_cases["cases"][case]["graph_outputs"] == [["computed", "input"]]
+
+
+def test_a_copy_written_in_place_is_not_mirrored(staged_cases) -> None:
+    """A mirror would carry the write into the next call, which would read it unrefreshed."""
+    result = staged_cases["cases"]["mutated-copy"]
+    assert result["graphs"][0]["non_cudagraphable"] == 1, "the stock split remains"
+    (refused,) = [f for f in result["findings"] if f["kind"] == "rewrite"]
+    assert refused["fixed_by"] is None and "written in place by mul_" in refused["reason"]
 
 
 def test_a_scalar_also_used_on_the_cpu_stays_as_stock(staged_cases) -> None:
@@ -101,6 +117,15 @@ def test_a_mirror_follows_replacement_and_in_place_writes() -> None:
         replacement[0, 0] = 42.0
     state.substitute([replacement])
     assert mirror[0, 0].item() == 42.0
+
+
+def test_a_mirror_holds_the_dtype_its_copies_convert_to() -> None:
+    plan = Plan(torch.device("cpu"), [Stage(0, MIRROR, "mask")])
+    state = StagedInputs(plan, {0: ((4, 4), (4, 1), torch.float16)})
+    mask = torch.full((4, 4), float("-inf")).triu_(1)
+    args = [mask]
+    state.substitute(args)
+    assert args[0].dtype == torch.float16 and torch.equal(args[0], mask.to(torch.float16))
 
 
 def test_the_refreshing_wrapper_calls_aot_autograds_function_unboxed() -> None:

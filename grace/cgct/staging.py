@@ -23,13 +23,19 @@ static input, and the compiled function is wrapped to refresh it before each cal
   has another data pointer, or its version counter moved (an in-place write, ``set_``, an
   optimizer step); otherwise the mirror is reused. Writes that bypass the version counter
   (through ``.data``, a numpy view, or the array behind ``torch.from_numpy``) are not seen;
-  that is the one assumption this rewrite makes, and it is logged with each mirror.
+  that is the one assumption this rewrite makes, and it is logged with each mirror. The mirror
+  holds the value in the dtype its copies convert it to, when they all convert to one (OpenAI
+  CLIP's ``self.attn_mask = self.attn_mask.to(dtype=x.dtype, device=x.device)`` in an fp16
+  model, as DALLE2 runs it), so each copy is the mirror itself: what forward returns or keeps
+  on the module is then persistent memory, never a graph output that the next replay
+  overwrites (stock CUDA graph trees fail on DALLE2 for that).
 
 Each rewrite checks its precondition on the graph and leaves the input as stock PyTorch would
 otherwise, saying why (``GRACE_LOGS=info``): exactly one GPU device in the graph; the input is a
 CPU tensor without ``requires_grad``; for a scalar, 0-d, and every user an operator whose output
 is a GPU tensor (no ``.item()``, no in-place method, no ``out=``); for a mirror, every user a
-``.to(<that GPU>)``/``.cuda()`` of it.
+``.to(<that GPU>)``/``.cuda()`` of it, and no copy written in place in the graph (the writes
+would land in the mirror, which the next call would read unrefreshed).
 """
 
 from __future__ import annotations
@@ -88,7 +94,7 @@ def _why_not_scalar_use(user: Any, device: Any) -> str | None:
 
     if user.op not in ("call_function", "call_method"):
         return f"used by {user.op} {user.target}"
-    name = user.target if isinstance(user.target, str) else getattr(user.target, "__name__", str(user.target))
+    name = _name(user)
     if user.op == "call_method" and (name in ("item", "tolist", "numpy", "cpu", "data_ptr", "__bool__")
                                      or name.endswith("_")):
         return f"read on the host by .{name}()"
@@ -109,6 +115,42 @@ def _is_copy_to(user: Any, node: Any, device: Any) -> bool:
     if user.op == "call_method":
         return user.target in ("to", "cuda")
     return user.op == "call_function" and user.target in (torch.Tensor.to, torch.Tensor.cuda)
+
+
+# Operators whose output is a view of their first argument: a write through it writes the copy.
+_VIEWS = frozenset({"view", "view_as", "reshape", "reshape_as", "transpose", "permute", "t", "expand",
+                    "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "narrow", "select",
+                    "as_strided", "split", "chunk", "unbind", "getitem", "__getitem__", "contiguous",
+                    "detach", "to", "type_as", "movedim", "swapaxes", "diagonal", "unfold", "T", "mT"})
+
+
+def _name(node: Any) -> str:
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+
+
+def _why_copy_written(copy: Any) -> str | None:
+    """Why the graph may write ``copy`` (a ``.to()`` of a staged tensor) in place, or None."""
+    seen, stack = set(), [copy]
+    while stack:
+        node = stack.pop()
+        for user in node.users:
+            if user in seen or user.op not in ("call_function", "call_method"):
+                continue
+            seen.add(user)
+            name = _name(user)
+            if user.kwargs.get("out") is node:
+                return f"its copy is written by {name}(out=...)"
+            if not (user.args and user.args[0] is node):
+                continue
+            if name in _WRITES or (name.endswith("_") and not name.startswith("__")):
+                return f"its copy is written in place by {name}"
+            if name in _VIEWS:
+                stack.append(user)
+    return None
+
+
+_WRITES = frozenset({"setitem", "__setitem__", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod",
+                     "ipow", "iand", "ior", "ixor", "ilshift", "irshift", "imatmul"})
 
 
 def plan_inputs(gm: Any, example_inputs: Sequence[Any]) -> Plan | None:
@@ -138,7 +180,11 @@ def plan_inputs(gm: Any, example_inputs: Sequence[Any]) -> Plan | None:
             else:
                 plan.refused.append((i, source, why))
         elif all(_is_copy_to(u, node, device) for u in users):
-            plan.stages.append(Stage(i, MIRROR, source))
+            why = next((w for w in map(_why_copy_written, users) if w), None)
+            if why is None:
+                plan.stages.append(Stage(i, MIRROR, source))
+            else:
+                plan.refused.append((i, source, why))
         else:
             plan.refused.append((i, source, "used on the CPU, not only copied to the GPU"))
     return plan
@@ -160,12 +206,16 @@ def rewrite(gm: Any, example_inputs: Sequence[Any], plan: Plan) -> tuple[list[An
     layouts: dict[int, tuple] = {}
     for s in plan.stages:
         node, t = placeholders[s.index], example_inputs[s.index]
-        layouts[s.index] = (tuple(t.size()), tuple(t.stride()), t.dtype)
+        dtype = t.dtype
+        if s.kind == MIRROR:
+            converted_to = {_value(user).dtype for user in node.users}
+            dtype = converted_to.pop() if len(converted_to) == 1 else t.dtype
+        layouts[s.index] = (tuple(t.size()), tuple(t.stride()), dtype)
         with fake_mode if fake_mode is not None else contextlib.nullcontext():
-            example = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=plan.device)
+            example = torch.empty_strided(t.size(), t.stride(), dtype=dtype, device=plan.device)
         if s.kind == MIRROR:
             for user in list(node.users):
-                if _value(user).dtype == t.dtype:
+                if _value(user).dtype == dtype:
                     user.replace_all_uses_with(node)
                     gm.graph.erase_node(user)
                 else:
