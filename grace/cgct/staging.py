@@ -28,7 +28,10 @@ static input, and the compiled function is wrapped to refresh it before each cal
   CLIP's ``self.attn_mask = self.attn_mask.to(dtype=x.dtype, device=x.device)`` in an fp16
   model, as DALLE2 runs it), so each copy is the mirror itself: what forward returns or keeps
   on the module is then persistent memory, never a graph output that the next replay
-  overwrites (stock CUDA graph trees fail on DALLE2 for that).
+  overwrites (stock CUDA graph trees fail on DALLE2 for that). The price is a second
+  assumption, logged too: a copy that forward hands out is the mirror, so a caller who writes
+  it in place after the call (stock hands out a fresh copy) would change what the next call
+  reads unless the CPU tensor also changes.
 
 Each rewrite checks its precondition on the graph and leaves the input as stock PyTorch would
 otherwise, saying why (``GRACE_LOGS=info``): exactly one GPU device in the graph; the input is a
@@ -287,7 +290,8 @@ def maybe_stage(gm: Any, example_inputs: Sequence[Any], compile_gm: Callable[...
     for s in plan.stages:
         what = ("refreshed per call when its value changes" if s.kind == SCALAR else
                 "mirrored on the GPU, recopied when the CPU tensor is replaced or its version counter moves "
-                "(writes through .data or numpy views are not seen)")
+                "(writes through .data or numpy views are not seen; a copy that forward returns is the mirror "
+                "itself, not to be written after the call)")
         log.info("CGCT: input %d (%s) made GPU-resident: %s", s.index, s.source, what)
     return refreshing(compile_gm(gm, new_inputs), state)
 
