@@ -78,26 +78,39 @@ def test_python_float_that_changes_is_read_fresh(cgct) -> None:
 
 
 class Table(torch.nn.Module):
-    def __init__(self) -> None:
+    """A module CPU table copied to the GPU in forward: as is, converted to the input's dtype,
+    or copied and then written in place (which CGCT must leave to stock)."""
+
+    def __init__(self, how: str) -> None:
         super().__init__()
         self.lin = torch.nn.Linear(64, 64)
         self.table = torch.randn(64, 64)
+        self.how = how
 
     def forward(self, x: Any) -> Any:
-        return torch.relu(torch.relu(self.lin(x)) @ self.table.to(x.device))
+        if self.how == "converted":
+            t = self.table.to(dtype=x.dtype, device=x.device)
+        else:
+            t = self.table.to(x.device)
+        if self.how == "written":
+            t.mul_(2.0)  # eager doubles a fresh copy each call; a mirror would double every call
+        return torch.relu(torch.relu(self.lin(x)) @ t)
 
 
-def test_cpu_table_mirror_follows_in_place_writes_and_replacement(cgct) -> None:
-    m = Table().cuda()
-    m.table = torch.randn(64, 64)  # .cuda() moved parameters, not this plain attribute
+@pytest.mark.parametrize("how, dtype", [("as-is", torch.float32), ("converted", torch.float16),
+                                        ("written", torch.float32)])
+def test_cpu_table_mirror_follows_in_place_writes_and_replacement(cgct, how: str, dtype: Any) -> None:
+    m = Table(how).cuda().to(dtype)
+    m.table = torch.randn(64, 64)  # .cuda() moved parameters, not this plain float32 attribute
     compiled = torch.compile(m, mode="reduce-overhead")
+    tolerance = {"rtol": 1e-2, "atol": 1e-2} if dtype == torch.float16 else {}
     for step in range(8):
         if step == 3:
             m.table.mul_(2.0)
         if step == 5:
             m.table = torch.randn(64, 64)
-        x = torch.randn(16, 64, device="cuda")
-        torch.testing.assert_close(compiled(x), m(x), msg=f"call {step}")
+        x = torch.randn(16, 64, device="cuda", dtype=dtype)
+        torch.testing.assert_close(compiled(x), m(x), msg=f"call {step}", **tolerance)
 
 
 class KeptMask(torch.nn.Module):

@@ -590,14 +590,3 @@ def test_inputs_sharing_a_storage_share_one_copy_of_it() -> None:
     snap.put_back()
     assert torch.equal(flat, torch.arange(10.0))
 
-
-def test_a_variant_with_several_launchers_is_not_launched_inside_a_capture(recording, monkeypatch) -> None:
-    """Launching it would benchmark its configs (and synchronise) inside the capture: the input
-    keeps its copy instead, with the reason."""
-    from grace.pi import tree_hook
-
-    variant = SimpleNamespace(launchers=[object(), object()], run=lambda *a, **k: "variant launched")
-    monkeypatch.setattr(tree_hook, "variant_for", lambda *a: variant)
-    rec, placeholders, _ = recording
-    out = rec.launch(autotuner(), LAUNCHER, [placeholders[0], torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
-    assert out is NotImplemented and "launchers" in " ".join(rec.blocked[0])
