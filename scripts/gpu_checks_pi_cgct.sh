@@ -11,6 +11,10 @@
 # (run 20261123b-pi-cgct timed single iterations: p90 twice the median).
 #
 #   RUN_ID=$(date +%Y%m%d)-pi-cgct TARBALL=$OUT/checks.tgz TOTAL_S=540 bash scripts/gpu_checks_pi_cgct.sh
+#
+# STEPS picks steps (default: all of "pi_tests pi_prelude_tests cgct_tests micro figure9");
+# MICRO_WORKLOADS, MICRO_MODES and FIG9_WORKLOADS narrow the timed steps, for a call that
+# re-measures one thing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh || exit 2
@@ -25,8 +29,11 @@ export GRACE_LOGS=${GRACE_LOGS:-info}
 # outer `timeout` that fired first would lose the tarball.
 DEADLINE=$((SECONDS + ${TOTAL_S:-540} - 20))
 
+STEPS=" ${STEPS:-pi_tests pi_prelude_tests cgct_tests micro figure9} "
+
 step() {  # step NAME SECONDS COMMAND...: run, log to CHECKS_DIR/NAME.log, report the outcome
   local name=$1 limit=$2; shift 2
+  [[ $STEPS == *" $name "* ]] || return 0
   local start=$SECONDS left=$((DEADLINE - SECONDS))
   (( left < limit )) && limit=$left
   if (( limit <= 0 )); then
@@ -44,17 +51,21 @@ step pi_tests "${PI_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_pi_cuda.py 
 step pi_prelude_tests "${PI_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_pi_tree_cuda.py -k prelude
 step cgct_tests "${CGCT_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_cgct_cuda.py
 step micro "${MICRO_S:-300}" "$PY" -m grace.bench --compile-together \
-    --workloads micro-eos,micro-attn-numpy,micro-attn-float,micro-attn-cputensor,micro-cpu-tensor \
-    --modes pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --coverage 3 \
+    --workloads "${MICRO_WORKLOADS:-micro-eos,micro-attn-numpy,micro-attn-float,micro-attn-cputensor,micro-cpu-tensor}" \
+    --modes "${MICRO_MODES:-pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi}" --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --coverage 3 \
     --experiment gpu_checks --run-id "$RUN_ID"
-"$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \
-    > "$CHECKS_DIR/tables.log" 2>&1
-cat "$CHECKS_DIR/tables.log"
-step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --compile-together --workloads figure9 \
+if [[ $STEPS == *" micro "* ]]; then
+  "$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \
+      > "$CHECKS_DIR/tables.log" 2>&1
+  cat "$CHECKS_DIR/tables.log"
+fi
+step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --compile-together --workloads "${FIG9_WORKLOADS:-figure9}" \
     --modes pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-prelude,grace-cgct-pi-exec \
     --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --experiment figure9 --run-id "$RUN_ID"
-"$PY" -m grace.report figure9 --experiment figure9 --run-id "$RUN_ID" > "$CHECKS_DIR/figure9.log" 2>&1
-cat "$CHECKS_DIR/figure9.log"
+if [[ $STEPS == *" figure9 "* ]]; then
+  "$PY" -m grace.report figure9 --experiment figure9 --run-id "$RUN_ID" > "$CHECKS_DIR/figure9.log" 2>&1
+  cat "$CHECKS_DIR/figure9.log"
+fi
 echo "results: $CHECKS_DIR and results/raw/gpu_checks/$RUN_ID"
 if [[ -n "${TARBALL:-}" ]]; then
   tar czf "$TARBALL" "$CHECKS_DIR" "results/raw/gpu_checks/$RUN_ID" "results/raw/figure9/$RUN_ID" \

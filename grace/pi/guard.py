@@ -58,9 +58,13 @@ class ReplayGuard:
 
     def must_copy(self, inputs: Sequence[Any]) -> list[int]:
         """Indices of indirected inputs that take the copy path this replay (usually none)."""
-        ptrs = {i: inputs[i].data_ptr() for i, _, _, _ in self._checks}
-        out = [i for i, mask, stride, offset in self._checks
-               if ptrs[i] & mask or inputs[i].stride() != stride or inputs[i].storage_offset() != offset]
+        out: list[int] = []
+        ptrs: dict[int, int] = {}
+        for i, mask, stride, offset in self._checks:
+            t = inputs[i]
+            ptrs[i] = ptr = t.data_ptr()
+            if ptr & mask or t.stride() != stride or t.storage_offset() != offset:
+                out.append(i)
         if self._spans:
             out.extend(i for i in _overlapping(ptrs, self._spans) if i not in out)
         return out
