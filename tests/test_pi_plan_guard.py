@@ -71,21 +71,41 @@ def test_other_strides_or_storage_offset_are_copied() -> None:
     assert guard.must_copy([torch.zeros(8, 8), offset]) == [1]
 
 
-def test_aliased_inputs_are_copied() -> None:
+def test_inputs_sharing_bytes_are_read_in_place() -> None:
+    """Indirected inputs are never written by the graph: reading shared bytes twice is safe."""
     guard = ReplayGuard(_layouts(torch.zeros(64), torch.zeros(64), torch.zeros(64)))
     shared = torch.zeros(64)
-    assert sorted(guard.must_copy([shared, torch.zeros(64), shared])) == [0, 2]
-    wide = torch.zeros(128)
-    assert sorted(guard.must_copy([wide[:64], torch.zeros(64), wide[64:]])) == [2], \
-        "adjacent ranges do not overlap; the second half has another storage offset"
+    assert guard.must_copy([shared, torch.zeros(64), shared]) == []
 
 
-def test_partial_overlap_is_found_across_the_sorted_order() -> None:
-    from grace.pi.guard import _overlapping
+def test_an_input_in_memory_the_replay_writes_is_copied() -> None:
+    """``x = f(x)``: the last call's output lies in the graph's pool, which the replay overwrites."""
+    pool = torch.zeros(1024)  # stands for a segment of the graph's memory pool
+    outside, other = torch.zeros(64), torch.zeros(64)
+    base = pool.data_ptr()
+    guard = ReplayGuard(_layouts(outside, other), written=[(base, 1024 * 4)])
+    assert guard.must_copy([outside, other]) == []
+    assert guard.must_copy([pool[:64], other]) == [0]
+    assert guard.must_copy([other, pool[:64]]) == [1]
 
-    ptrs = {0: 0, 1: 1000, 2: 50}
-    assert sorted(_overlapping(ptrs, [(0, 100), (1, 10), (2, 10)])) == [0, 2]
-    assert _overlapping(ptrs, [(0, 50), (1, 10), (2, 10)]) == []
+
+def test_the_written_ranges_are_tested_at_both_ends_of_an_input() -> None:
+    big = torch.zeros(4096)
+    base = big.data_ptr()
+    layout = [InputLayout(0, (1,), 0, 64 * 4, 16)]
+    head = big[:64]
+    # head: [base, base+256); a range that starts inside it, one that ends inside it, one past it
+    assert ReplayGuard(layout, written=[(base + 128, 4)]).must_copy([head]) == [0]
+    assert ReplayGuard(layout, written=[(base - 64, 68)]).must_copy([head]) == [0]
+    assert ReplayGuard(layout, written=[(base - 64, 64), (base + 256, 64)]).must_copy([head]) == [], \
+        "ranges that only touch the input's ends"
+    assert ReplayGuard(layout, written=[(base, 16384)]).must_copy([head]) == [0]
+
+
+def test_merged_ranges() -> None:
+    from grace.pi.guard import merged_ranges
+
+    assert merged_ranges([(100, 10), (0, 10), (105, 20), (10, 5), (200, 0)]) == [(0, 15), (100, 25)]
 
 
 def test_span_bytes() -> None:

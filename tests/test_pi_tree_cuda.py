@@ -142,6 +142,26 @@ def test_misaligned_and_overlapping_inputs_equal_eager(pi) -> None:
         torch.testing.assert_close(cf(misaligned, overlapping), f(misaligned, overlapping), msg=f"call {step}")
 
 
+def test_an_output_fed_back_as_the_next_input_equals_eager(pi) -> None:
+    """``x = f(x)``: the last call's output lies in the graph's pool, where this replay writes its
+    own output; read through the table during the replay, elements moved by ``roll`` would be
+    read after being overwritten. The guard must give it the copy that stock makes."""
+    def f(x: Any) -> Any:
+        return torch.roll(x, 4097) * 0.5 + x.sum() * 1e-7
+
+    cf = torch.compile(f, mode="reduce-overhead")
+    for step in range(3):  # recorded on fresh inputs first
+        x = _fresh(N)
+        torch.testing.assert_close(cf(x), f(x))
+    x = _fresh(N)
+    expected = x.clone()
+    for step in range(6):
+        expected = f(expected)
+        x = cf(x)
+        torch.testing.assert_close(x, expected, msg=f"call {step} on the last call's output")
+        x = x.clone() if step == 2 else x  # one call in between on memory outside the pool
+
+
 def test_training_gradients_equal_eager_with_fresh_inputs(pi) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).cuda()

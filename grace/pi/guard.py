@@ -7,7 +7,14 @@ is passed by pointer only if the recorded kernels may read it as they read the r
   divisibility of pointer arguments and vectorizes on it);
 * its strides and storage offset are the recorded ones (the kernels index with the recorded
   strides; the copy path would have re-laid it out);
-* its bytes overlap no other indirected input's (the copy path gives each input its own buffer).
+* its bytes lie outside every range the replay itself writes: the graph's memory pool, where
+  its outputs and intermediates live, and the static inputs it mutates. The copy path reads an
+  input before the replay starts; an indirected kernel reads it during the replay, after earlier
+  kernels of the same graph may have overwritten it. (``x = f(x)``: the last call's output is
+  in the pool, where this call writes.)
+
+Indirected inputs are never written by the graph (the plan gives a mutated input its copy), so
+two of them may overlap: reading the same bytes twice is what the copies would have read.
 
 An input that fails goes through the copy path into its placeholder, as PT2-CG does, and its
 slots point at the placeholder for this replay. The checks are integer comparisons prepared at
@@ -16,6 +23,7 @@ capture time; nothing here allocates or synchronizes.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,34 +58,38 @@ def span_bytes(shape: Sequence[int], stride: Sequence[int], itemsize: int) -> in
 class ReplayGuard:
     """Built once per graph; :meth:`must_copy` runs before every replay."""
 
-    __slots__ = ("_checks", "_spans")
+    __slots__ = ("_checks", "_starts", "_ends")
 
-    def __init__(self, layouts: Sequence[InputLayout]) -> None:
-        self._checks = tuple((l.input_index, l.alignment - 1, l.stride, l.storage_offset) for l in layouts)
-        self._spans = tuple((l.input_index, l.span) for l in layouts) if len(layouts) > 1 else ()
+    def __init__(self, layouts: Sequence[InputLayout], written: Sequence[tuple[int, int]] = ()) -> None:
+        """``written``: the device ranges (address, bytes) that a replay of the graph may write."""
+        self._checks = tuple((l.input_index, l.alignment - 1, l.stride, l.storage_offset, l.span) for l in layouts)
+        ranges = merged_ranges(written)
+        self._starts = tuple(a for a, _ in ranges)
+        self._ends = tuple(a + n for a, n in ranges)
 
     def must_copy(self, inputs: Sequence[Any]) -> list[int]:
         """Indices of indirected inputs that take the copy path this replay (usually none)."""
         out: list[int] = []
-        ptrs: dict[int, int] = {}
-        for i, mask, stride, offset in self._checks:
+        starts, ends = self._starts, self._ends
+        for i, mask, stride, offset, span in self._checks:
             t = inputs[i]
-            ptrs[i] = ptr = t.data_ptr()
+            ptr = t.data_ptr()
             if ptr & mask or t.stride() != stride or t.storage_offset() != offset:
                 out.append(i)
-        if self._spans:
-            out.extend(i for i in _overlapping(ptrs, self._spans) if i not in out)
+            elif starts:
+                j = bisect_left(starts, ptr + max(span, 1)) - 1  # the last range starting before its end
+                if j >= 0 and ends[j] > ptr:
+                    out.append(i)
         return out
 
 
-def _overlapping(ptrs: dict[int, int], spans: Sequence[tuple[int, int]]) -> list[int]:
-    """Inputs whose byte ranges overlap another's (both are reported)."""
-    ranges = sorted((ptrs[i], span, i) for i, span in spans if span)
-    hit: list[int] = []
-    end, last = -1, None
-    for start, span, i in ranges:
-        if start < end:
-            hit.extend(j for j in (last, i) if j is not None and j not in hit)
-        if start + span > end:
-            end, last = start + span, i
-    return hit
+def merged_ranges(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(address, bytes)`` ranges sorted, with overlapping and touching ones merged."""
+    out: list[tuple[int, int]] = []
+    for start, size in sorted(r for r in ranges if r[1] > 0):
+        if out and start <= out[-1][0] + out[-1][1]:
+            last_start, last_size = out[-1]
+            out[-1] = (last_start, max(last_size, start + size - last_start))
+        else:
+            out.append((start, size))
+    return out

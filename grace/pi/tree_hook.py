@@ -41,8 +41,9 @@ instead of copying their bytes. Three moments, each a call from the patch
 
 At every replay, :meth:`PIReplay.replay` runs instead of the tree's copy: the guard
 (:class:`grace.pi.guard.ReplayGuard`) sends an input whose alignment, strides or storage offset
-differ from the placeholder's, or that overlaps another indirected input, to the copy path for
-that replay; the remaining copies run as the tree's own; the table is filled on the current
+differ from the placeholder's, or whose bytes the replay itself may write (the tree's pool, where
+the last call's outputs live; the static inputs the graph mutates), to the copy path for that
+replay; the remaining copies run as the tree's own; the table is filled on the current
 stream; the graph is replayed. The inputs stay referenced until the replay is queued.
 
 With ``grace.config.pi_strategy = "exec-update"`` (strategy (3), :mod:`grace.pi.exec_update`)
@@ -198,7 +199,8 @@ class Recording:
                 kernels = ", ".join(sorted({slot.kernel for slot in self.slots}))
                 return self._rerecord(node_name, plan, why, f"indirected kernels: {kernels}")
         table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
-        return self._deploy(node_name, plan, table, placeholder_ptrs)
+        written = _written_ranges(self.device, node, inputs, mutated_input_idxs)
+        return self._deploy(node_name, plan, table, placeholder_ptrs, written)
 
     def _finish_exec_update(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any,
                             outputs: Sequence[Any], model: Any, inputs: Sequence[Any]) -> Finished:
@@ -230,7 +232,8 @@ class Recording:
             plan = self._every_input_copied(why)
             report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
             return Finished(None)
-        return self._deploy(node_name, plan, patch, placeholder_ptrs)
+        written = _written_ranges(self.device, node, inputs, mutated_input_idxs)
+        return self._deploy(node_name, plan, patch, placeholder_ptrs, written)
 
     def _scan_kept_graph(self, node: Any) -> tuple[Any, GraphPlan, list[Any]]:
         """The kept graph's nodes, the plan, and the argument sites of the indirected inputs.
@@ -294,14 +297,17 @@ class Recording:
         why = self._validate(node, outputs, plan, pointers, placeholder_ptrs, mutated_input_idxs, model, inputs)
         if why is not None:
             return self._rerecord(node_name, plan, why, f"prelude rewriting {installed.nodes} node(s)")
-        return self._deploy(node_name, plan, pointers, placeholder_ptrs)
+        return self._deploy(node_name, plan, pointers, placeholder_ptrs,
+                            _written_ranges(self.device, node, inputs, mutated_input_idxs))
 
-    def _deploy(self, node_name: str, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int]) -> Finished:
-        """Log and report a checked plan, and give the node its replay state."""
+    def _deploy(self, node_name: str, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
+                written: Sequence[tuple[int, int]]) -> Finished:
+        """Log and report a checked plan, and give the node its replay state; ``written``: the
+        device ranges a replay may write, which an input read by pointer must not touch."""
         _log_plan(node_name, plan)
         report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
-        return Finished(PIReplay(plan, pointers, ReplayGuard(layouts), placeholder_ptrs))
+        return Finished(PIReplay(plan, pointers, ReplayGuard(layouts, written), placeholder_ptrs))
 
     def _rerecord(self, node_name: str, plan: GraphPlan, why: str, what: str) -> Finished:
         """Log and report that the graph is not trusted; the patch captures it again stock."""
@@ -586,6 +592,27 @@ def strategy() -> str:
     if chosen not in STRATEGIES:
         raise ValueError(f"grace.config.pi_strategy={chosen!r}: choose one of {', '.join(STRATEGIES)}")
     return chosen
+
+
+def _written_ranges(device: Any, node: Any, inputs: Sequence[Any],
+                    mutated_input_idxs: Sequence[int]) -> list[tuple[int, int]]:
+    """``(address, bytes)`` that a replay of ``node``'s graph may write: the segments of the
+    tree's memory pool as they are after this capture (the graph's outputs and intermediates
+    are in them; segments added later hold later graphs' buffers, which this graph never
+    writes) and the storages of the inputs it mutates (static ones, at fixed addresses)."""
+    import torch
+
+    if node is None or torch.device(device).type != "cuda":  # a unit test's recording, without a tree
+        return []
+    from torch._inductor.cudagraph_trees import get_cudagraph_segments
+
+    ranges = [(int(s["address"]), int(s["total_size"])) for s in get_cudagraph_segments(node.cuda_graphs_pool)]
+    for i in mutated_input_idxs:
+        t = inputs[i] if i < len(inputs) else None
+        if isinstance(t, torch.Tensor) and t.is_cuda:
+            storage = t.untyped_storage()
+            ranges.append((storage.data_ptr(), storage.nbytes()))
+    return ranges
 
 
 def _pointer_list(by_input: dict[int, int]) -> list[int]:
