@@ -153,6 +153,21 @@ def test_an_output_fed_back_as_the_next_input_equals_eager(pi) -> None:
     for step in range(3):  # recorded on fresh inputs first
         x = _fresh(N)
         torch.testing.assert_close(cf(x), f(x))
+    copied: list[int] = []
+    for node in _nodes():  # note what the guard sends to the copy path
+        if node.grace_pi is None:
+            continue
+        guard = node.grace_pi.guard
+
+        class Spy:
+            inputs = guard.inputs
+
+            def must_copy(self, inputs: Any, ptrs: Any = None, guard: Any = guard) -> list[int]:
+                out = guard.must_copy(inputs, ptrs)
+                copied.extend(out)
+                return out
+
+        node.grace_pi.guard = Spy()
     x = _fresh(N)
     expected = x.clone()
     for step in range(6):
@@ -160,6 +175,7 @@ def test_an_output_fed_back_as_the_next_input_equals_eager(pi) -> None:
         x = cf(x)
         torch.testing.assert_close(x, expected, msg=f"call {step} on the last call's output")
         x = x.clone() if step == 2 else x  # one call in between on memory outside the pool
+    assert copied, "the fed-back output was never sent to the copy path: the test missed the case"
 
 
 def test_training_gradients_equal_eager_with_fresh_inputs(pi) -> None:

@@ -67,13 +67,23 @@ class ReplayGuard:
         self._starts = tuple(a for a, _ in ranges)
         self._ends = tuple(a + n for a, n in ranges)
 
-    def must_copy(self, inputs: Sequence[Any]) -> list[int]:
-        """Indices of indirected inputs that take the copy path this replay (usually none)."""
+    @property
+    def inputs(self) -> tuple[int, ...]:
+        """The input indices it checks (and whose pointers :meth:`must_copy` reads)."""
+        return tuple(c[0] for c in self._checks)
+
+    def must_copy(self, inputs: Sequence[Any], ptrs: list[int] | None = None) -> list[int]:
+        """Indices of indirected inputs that take the copy path this replay (usually none).
+
+        ``ptrs``, indexed by input index, receives each checked input's data pointer (the
+        replay's table values), so that the replay does not read them a second time."""
         out: list[int] = []
         starts, ends = self._starts, self._ends
         for i, mask, stride, offset, span in self._checks:
             t = inputs[i]
             ptr = t.data_ptr()
+            if ptrs is not None:
+                ptrs[i] = ptr
             if ptr & mask or t.stride() != stride or t.storage_offset() != offset:
                 out.append(i)
             elif starts:

@@ -640,6 +640,8 @@ class PIReplay:
         self.pointers = pointers  # referenced for the node's lifetime: the graph reads what it holds
         self.guard = guard
         self.indirected = tuple(plan.indirected)
+        if sorted(guard.inputs) != sorted(self.indirected):  # its pointers are the table's values
+            raise ValueError(f"the replay guard checks inputs {guard.inputs}, not the indirected {self.indirected}")
         self._placeholder_ptrs = placeholder_ptrs
         self._ptrs = list(placeholder_ptrs)
         self._copied: list[tuple[int, Any]] | None = None  # (input index, its expanded dims)
@@ -668,9 +670,7 @@ class PIReplay:
         dst = self._dst
         src = [expand(new_inputs[i], dims) for i, dims in self._copied]
         ptrs = self._ptrs
-        for i in self.indirected:
-            ptrs[i] = new_inputs[i].data_ptr()
-        fallback = self.guard.must_copy(new_inputs)
+        fallback = self.guard.must_copy(new_inputs, ptrs)  # also sets the indirected inputs' pointers
         if fallback:  # rare: an input this replay cannot read in place goes to its placeholder
             dst = dst + [expand(node.reconstructed_inputs[i], node.expanded_dims[i]) for i in fallback]
             src += [expand(new_inputs[i], node.expanded_dims[i]) for i in fallback]
