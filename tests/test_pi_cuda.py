@@ -97,7 +97,7 @@ def test_replays_read_each_call_s_fresh_inputs_through_the_table(kernels) -> Non
 
 
 def test_queued_replays_each_keep_their_own_pointers(kernels) -> None:
-    """The CPU runs ahead of the GPU: ring buffers must not hand a queued replay later pointers."""
+    """The CPU runs ahead of the GPU: a queued replay must not read a later replay's pointers."""
     _, variant = kernels
     table, graph, out = _recorded(variant)
     pairs = [_pair() for _ in range(12)]

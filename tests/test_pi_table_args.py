@@ -1,38 +1,81 @@
-"""The pointer table's slot values and ring, and the mapping of launch arguments to slots (CPU)."""
+"""The pointer table's slot values and batched writes, and the mapping of launch arguments to slots (CPU)."""
 
 from __future__ import annotations
+
+import ctypes
+import struct
 
 import pytest
 import torch
 
 from grace.pi.launch_args import runtime_arg_names, slot_requests
 from grace.pi.plan import Slot
-from grace.pi.table import PointerTable
+from grace.pi.table import BatchMemOpWriter, PointerTable
 
 
 def test_slot_values_are_input_pointers_plus_offsets() -> None:
-    table = PointerTable([Slot(1, 0, "k0"), Slot(0, 64, "k1"), Slot(1, 8, "k2")], "cpu", depth=2)
+    table = PointerTable([Slot(1, 0, "k0"), Slot(0, 64, "k1"), Slot(1, 8, "k2")], "cpu")
     table.fill([1000, 2000])
     assert table.table.tolist() == [2000, 1064, 2008]
     table.fill([3000, 4000])
-    assert table.table.tolist() == [4000, 3064, 4008], "the next ring buffer carries the next values"
+    assert table.table.tolist() == [4000, 3064, 4008]
     table.fill([5000, 6000])
     assert table.table.tolist() == [6000, 5064, 6008]
     assert table.slot_address(2) == table.table.data_ptr() + 16
 
 
 def test_the_same_values_again_on_the_same_stream_are_not_copied_again() -> None:
-    table = PointerTable([Slot(0, 0, "k0")], "cpu", depth=2)
+    table = PointerTable([Slot(0, 0, "k0")], "cpu")
     table.fill([1000])
     table.table.fill_(-1)  # stands for "the device already holds what was copied"
     table.fill([1000])
-    assert table.table.tolist() == [-1], "no second copy"
+    assert table.table.tolist() == [-1], "no second write"
     table.fill([2000])
     assert table.table.tolist() == [2000]
     table._current_stream = lambda: 7  # another stream: its replay is not ordered after the last copy
     table.table.fill_(-1)
     table.fill([2000])
     assert table.table.tolist() == [2000]
+
+
+class _Driver:
+    """Stands for cuStreamBatchMemOp: decodes each call's write operations from memory."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, list[tuple[int, int, int]]]] = []
+
+    def __call__(self, stream: int, count: int, address: int, flags: int) -> int:
+        raw = ctypes.string_at(address, BatchMemOpWriter.OP_BYTES * count)
+        ops = [struct.unpack_from("<I4xQQ", raw, BatchMemOpWriter.OP_BYTES * k) for k in range(count)]
+        self.calls.append((stream, ops))
+        return 0
+
+
+def test_batched_writes_carry_each_slot_address_and_value() -> None:
+    driver = _Driver()
+    writer = BatchMemOpWriter(0x1000, 3, driver)
+    writer.write([11, 22, 33], stream=5)
+    writer.write([44, 55, 66], stream=5)
+    op = BatchMemOpWriter.WRITE_VALUE_64
+    assert driver.calls == [
+        (5, [(op, 0x1000, 11), (op, 0x1008, 22), (op, 0x1010, 33)]),
+        (5, [(op, 0x1000, 44), (op, 0x1008, 55), (op, 0x1010, 66)]),
+    ]
+
+
+def test_a_table_of_more_than_255_slots_takes_one_call_per_255() -> None:
+    driver = _Driver()
+    writer = BatchMemOpWriter(0x2000, 600, driver)
+    writer.write(list(range(600)), stream=0)
+    assert [len(ops) for _, ops in driver.calls] == [255, 255, 90]
+    written = [(address, value) for _, ops in driver.calls for _, address, value in ops]
+    assert written == [(0x2000 + 8 * k, k) for k in range(600)]
+
+
+def test_a_failed_write_raises() -> None:
+    writer = BatchMemOpWriter(0x1000, 1, lambda *args: 1)
+    with pytest.raises(RuntimeError, match="cuStreamBatchMemOp"):
+        writer.write([7], stream=0)
 
 
 def test_an_empty_table_is_refused() -> None:

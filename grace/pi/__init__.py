@@ -26,7 +26,7 @@ Modules: :mod:`~grace.pi.ptx` (the PTX pass), :mod:`~grace.pi.triton_stage` (the
 Triton's compiler, keyed by kernel name), :mod:`~grace.pi.launch_args` (which launch arguments
 read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
 :mod:`~grace.pi.guard` (which must be copied on a given replay), :mod:`~grace.pi.table` (the
-pointer table and its ring of pinned host buffers), :mod:`~grace.pi.variant` (a kernel's
+pointer table, rewritten on the replay's stream), :mod:`~grace.pi.variant` (a kernel's
 indirected variant, built through Inductor's code cache for the config it settled on),
 :mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when),
 :mod:`~grace.pi.exec_update` (strategy (3): the instantiated graph's kernel arguments

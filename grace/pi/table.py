@@ -1,44 +1,44 @@
 """The per-graph pointer table: device slots that indirected kernels dereference at entry.
 
 Each replay writes the slots' new values (an input's data pointer plus the slot's byte offset)
-into a pinned host buffer and copies it to the device table on the current stream, the one the
-graph is then launched on, so the copy is ordered before every kernel that reads the table.
+into the device table on the current stream, the one the graph is then launched on, so the
+writes are ordered after every kernel of the previous replay and before every kernel of this one.
 
-The host buffer cannot be reused until the copy that reads it has run: the CPU is usually
-ahead of the GPU, and overwriting a buffer whose copy is still queued would hand an earlier
-replay the next replay's pointers. Hence a ring of ``depth`` host buffers, each with an event
-recorded after its copy; a buffer is rewritten only after its event has completed (waiting on
-it only when the CPU is ``depth`` replays ahead, where the stream would block it anyway).
+On the GPU one driver call does it: ``cuStreamBatchMemOp`` with a 64-bit write per slot. The
+values travel in the call's own parameters, which the driver has consumed when it returns, so no
+host buffer outlives the call: a CPU running replays ahead of the GPU cannot hand a queued
+replay the next one's pointers, and there is nothing to wait for. (The previous design, a
+host-to-device copy from a ring of pinned buffers with an event per buffer, had to record and
+check those events: 7.6 us a replay against 3.6 us for this, measured between replays of a
+graph by ``scripts/probes/pointer_update_cost.py``.) A batch holds fewer than 256 operations, so a
+larger table takes one call per 255 slots.
 
-On the GPU the copy and the event go straight to the CUDA runtime: through torch, ``copy_`` and
-``Event.record`` cost about 25 us a replay between them (dispatch, a ``Stream`` object per
-record, the pinned block's registration with the host allocator), more than the input copies
-of a small graph that the table replaces (micro-eos, ``scripts/probes/replay_overhead.py``).
+Through torch instead, ``copy_`` and ``Event.record`` cost about 25 us a replay between them,
+more than the input copies of a small graph that the table replaces (micro-eos,
+``scripts/probes/replay_overhead.py``).
 """
 
 from __future__ import annotations
 
+import ctypes
+import struct
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from grace.pi.plan import Slot
 
-DEFAULT_DEPTH = 4
+MAX_BATCH = 255  # cuStreamBatchMemOp: "count must be less than 256"
 
 
-class _Copier(Protocol):
-    def wait(self, j: int) -> None:
-        """Block until ring buffer ``j``'s last copy has run."""
-
-    def copy(self, j: int, stream: int) -> None:
-        """Queue the copy of ring buffer ``j`` into the table on ``stream``, then its event."""
+class _Writer(Protocol):
+    def write(self, values: Sequence[int], stream: int) -> None:
+        """Queue the table's new ``values`` on ``stream``."""
 
 
 class PointerTable:
-    """Slots in device memory, refilled from a ring of pinned host buffers."""
+    """Slots in device memory, rewritten on the replay's stream before each replay."""
 
-    def __init__(self, slots: Sequence[Slot], device: Any, depth: int = DEFAULT_DEPTH,
-                 storage: Any = None) -> None:
+    def __init__(self, slots: Sequence[Slot], device: Any, storage: Any = None) -> None:
         """``storage``: a 1-d int64 tensor already on ``device`` whose first entries become the
         table (a graph being recorded bakes slot addresses in before it knows how many it needs)."""
         import torch
@@ -49,25 +49,21 @@ class PointerTable:
         self._inputs = tuple(s.input_index for s in self.slots)
         self._offsets = tuple(s.offset for s in self.slots)
         self.device = torch.device(device)
-        on_gpu = self.device.type == "cuda"
         if storage is None:
             self.table = torch.zeros(len(self.slots), dtype=torch.int64, device=self.device)
         elif storage.dtype != torch.int64 or storage.dim() != 1 or storage.numel() < len(self.slots):
             raise ValueError(f"table storage must be int64 with at least {len(self.slots)} entries")
         else:
             self.table = storage[: len(self.slots)]
-        self._host = [torch.zeros(len(self.slots), dtype=torch.int64, pin_memory=on_gpu) for _ in range(depth)]
-        self._views = [h.numpy() for h in self._host]
-        self._next = 0
-        self._copier: _Copier
-        if on_gpu:
+        self._writer: _Writer
+        if self.device.type == "cuda":
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
             raw = torch._C._cuda_getCurrentRawStream  # an int, without making a Stream object
             self._current_stream = lambda: raw(index)
-            self._copier = _RuntimeCopier(index, self.table, self._host)
+            self._writer = BatchMemOpWriter(self.table.data_ptr(), self.table.numel(), batch_mem_op(index))
         else:
             self._current_stream = lambda: 0
-            self._copier = _TensorCopier(self.table, self._host)
+            self._writer = _TensorWriter(self.table)
         self._last_values: list[int] | None = None
         self._last_stream: int | None = None
 
@@ -80,85 +76,76 @@ class PointerTable:
         return [base_ptrs[i] + off for i, off in zip(self._inputs, self._offsets)]
 
     def fill(self, base_ptrs: Sequence[int]) -> None:
-        """Queue the copy of the new slot values on the current stream.
+        """Queue the new slot values on the current stream.
 
-        Values equal to the last fill's, queued on the same stream, are not copied again: that
-        copy is ordered before anything this stream runs next. (On another stream it would not
-        be, so a change of stream copies.)
+        Values equal to the last fill's, queued on the same stream, are not written again: that
+        write is ordered before anything this stream runs next. (On another stream it would not
+        be, so a change of stream writes.)
         """
         values = self.values(base_ptrs)
         stream = self._current_stream()
         if values == self._last_values and stream == self._last_stream:
             return
-        j = self._next
-        self._next = (j + 1) % len(self._host)
-        self._copier.wait(j)  # at once unless the CPU is a whole ring ahead
-        self._views[j][:] = values
-        self._copier.copy(j, stream)
+        self._writer.write(values, stream)
         self._last_values, self._last_stream = values, stream
 
 
-class _TensorCopier:
-    """Host tables (CPU tests): a plain copy, nothing to wait for."""
+class _TensorWriter:
+    """Host tables (CPU tests): a plain copy."""
 
-    def __init__(self, table: Any, host: Sequence[Any]) -> None:
-        self._table, self._host = table, host
+    def __init__(self, table: Any) -> None:
+        self._table = table
 
-    def wait(self, j: int) -> None:
-        pass
-
-    def copy(self, j: int, stream: int) -> None:
-        self._table.copy_(self._host[j])
-
-
-class _RuntimeCopier:
-    """``cudaMemcpyAsync`` from the pinned buffers and ``cudaEventRecord`` after each copy,
-    through ``cuda.bindings`` with the buffers' addresses worked out once."""
-
-    def __init__(self, device_index: int, table: Any, host: Sequence[Any]) -> None:
+    def write(self, values: Sequence[int], stream: int) -> None:
         import torch
-        from cuda.bindings import runtime
 
-        self._rt = runtime
-        self._host = host  # the pinned buffers live as long as the copies that read them
-        self._dst = table.data_ptr()
-        self._src = [h.data_ptr() for h in host]
-        self._nbytes = table.numel() * table.element_size()
-        self._kind = runtime.cudaMemcpyKind.cudaMemcpyHostToDevice
-        self._memcpy, self._record, self._sync = (
-            runtime.cudaMemcpyAsync, runtime.cudaEventRecord, runtime.cudaEventSynchronize)
-        with torch.cuda.device(device_index):
-            self._events = [_ok(runtime.cudaEventCreateWithFlags(runtime.cudaEventDisableTiming), "cudaEventCreate")
-                            for _ in host]
-
-    def wait(self, j: int) -> None:
-        (err,) = self._sync(self._events[j])  # an event never recorded counts as complete
-        if err:
-            _fail(err, "cudaEventSynchronize")
-
-    def copy(self, j: int, stream: int) -> None:
-        (err,) = self._memcpy(self._dst, self._src[j], self._nbytes, self._kind, stream)
-        if err:
-            _fail(err, "cudaMemcpyAsync")
-        (err,) = self._record(self._events[j], stream)
-        if err:
-            _fail(err, "cudaEventRecord")
-
-    def __del__(self) -> None:
-        destroy = getattr(self._rt, "cudaEventDestroy", None)
-        for event in getattr(self, "_events", ()):
-            try:
-                destroy(event)
-            except Exception:  # interpreter shutdown: the context may be gone already
-                pass
+        self._table.copy_(torch.tensor(values, dtype=torch.int64))
 
 
-def _ok(result: tuple, what: str) -> Any:
-    err, value = result
-    if err:
-        _fail(err, what)
-    return value
+class BatchMemOpWriter:
+    """``cuStreamBatchMemOp`` with each slot's operation laid out once: a replay packs the
+    values into the operations and makes one call per 255 slots."""
+
+    OP_BYTES = 48  # sizeof(CUstreamBatchMemOpParams), a union padded to six 64-bit words
+    VALUE_AT = 16  # the 64-bit value of a CUstreamMemOpWriteValueParams
+    WRITE_VALUE_64 = 5  # CU_STREAM_MEM_OP_WRITE_VALUE_64
+
+    def __init__(self, table_address: int, slots: int, call: Any) -> None:
+        """``call(stream, count, params_address, flags) -> CUresult``: the driver function
+        (:func:`batch_mem_op`), or a stand-in in CPU tests."""
+        self._call = call
+        n = slots
+        self._ops = ctypes.create_string_buffer(self.OP_BYTES * n)
+        for k in range(n):
+            struct.pack_into("<I4xQ", self._ops, self.OP_BYTES * k, self.WRITE_VALUE_64, table_address + 8 * k)
+        base = ctypes.addressof(self._ops)
+        self._batches = tuple((base + self.OP_BYTES * k, min(MAX_BATCH, n - k)) for k in range(0, n, MAX_BATCH))
+        self._value_offsets = tuple(self.OP_BYTES * k + self.VALUE_AT for k in range(n))
+        self._pack = struct.Struct("<Q").pack_into
+
+    def write(self, values: Sequence[int], stream: int) -> None:
+        pack, ops = self._pack, self._ops
+        for offset, value in zip(self._value_offsets, values):
+            pack(ops, offset, value)
+        for address, count in self._batches:
+            err = self._call(stream, count, address, 0)
+            if err:
+                raise RuntimeError(f"GraCE pointer table: cuStreamBatchMemOp failed with CUresult {err}")
 
 
-def _fail(err: Any, what: str) -> None:
-    raise RuntimeError(f"GraCE pointer table: {what} failed: {getattr(err, 'name', err)}")
+def batch_mem_op(device_index: int) -> Any:
+    """The driver's ``cuStreamBatchMemOp`` (the version of CUDA 12's headers) as a ctypes
+    function, after checking that the device takes 64-bit stream writes."""
+    from cuda.bindings import driver
+
+    attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS
+    err, supported = driver.cuDeviceGetAttribute(attr, device_index)
+    if err != driver.CUresult.CUDA_SUCCESS or not supported:
+        raise RuntimeError(f"GraCE pointer table: device {device_index} does not support 64-bit stream "
+                           f"memory operations ({getattr(err, 'name', err)}, supported={supported})")
+    flags = driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+    err, address, status = driver.cuGetProcAddress(b"cuStreamBatchMemOp", 12000, flags)
+    if err != driver.CUresult.CUDA_SUCCESS or not int(address):
+        raise RuntimeError(f"GraCE pointer table: cuStreamBatchMemOp not found ({getattr(err, 'name', err)}, {status})")
+    prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_uint)
+    return prototype(int(address))

@@ -69,23 +69,52 @@ def child(mode: str, workload: str, calls: int) -> None:
             end.record()
             end.synchronize()
             gpu.append(start.elapsed_time(end) * 1e3)
+        bench_like = _bench_like(fn, wl, model, calls)
         phases = _phase_times(fn, samples, calls)
         replay_only = _replay_only(calls)
         prof = cProfile.Profile()
         prof.enable()
-        for i in range(calls):
-            fn(*samples[i % 8])
+        out = None
+        for i in range(calls):  # as the benchmark calls: no_grad per call, output held
+            with torch.no_grad():
+                out = fn(*samples[i % 8])
         sync()
+        del out
         prof.disable()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(30)
     print(f"==== {mode} {workload} ({calls} calls)")
     print(f"synchronised call us: {summary(synced)}")
     print(f"back-to-back us per call: {back_to_back:.1f}")
+    print(f"as the benchmark times it (20 fresh inputs, no_grad per call, output held), us per call: {bench_like}")
     print(f"between CUDA events us: {summary(gpu)}")
     print(f"host us per call in the replay's phases (back-to-back): {phases}")
     print(f"the recorded graphs alone, replayed back to back, us per replay: {replay_only}")
+    print(f"what each graph's PI rewrites per replay: {_pi_shape()}")
     print(out.getvalue())
+
+
+def _bench_like(fn: Any, wl: Any, model: Any, calls: int) -> dict[str, float]:
+    """Per call, as ``grace.bench.worker`` times an iteration: 20 distinct input samples made
+    before the clock, ``torch.no_grad()`` entered per call, each output held until the next
+    call returns, one synchronisation per 20 calls."""
+    import torch
+
+    from grace.stats import summary
+
+    per_call = []
+    for r in range(max(calls // 20, 1)):
+        inputs = [wl.inputs(model, 100 + 20 * r + i, "cuda", wl.batch_size, "full") for i in range(20)]
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        out = None
+        for args in inputs:
+            with torch.no_grad():
+                out = fn(*args)
+        torch.cuda.synchronize()
+        per_call.append((time.perf_counter() - t) * 1e6 / 20)
+        del out
+    return summary(per_call)
 
 
 def _phase_times(fn: Any, samples: list[Any], calls: int) -> dict[str, float]:
@@ -136,6 +165,24 @@ def _phase_times(fn: Any, samples: list[Any], calls: int) -> dict[str, float]:
             setattr(target, attr, original)
     out = {label: round(v * 1e6 / calls, 1) for label, v in sorted(totals.items())}
     out["whole call"] = round(whole * 1e6 / calls, 1)
+    return out
+
+
+def _pi_shape() -> dict[str, str]:
+    """Per recorded graph: how many pointer-table slots, or exec-update nodes and sites, its
+    replay rewrites (none for a graph without PI)."""
+    from grace.trees import recorded_nodes
+
+    out = {}
+    for k, node in enumerate(recorded_nodes()):
+        pi = getattr(node, "grace_pi", None)
+        pointers = getattr(pi, "pointers", None)
+        if pointers is None:
+            out[f"graph {k}"] = "no PI"
+        elif hasattr(pointers, "sites"):
+            out[f"graph {k}"] = f"{len(pointers.sites)} sites in {len({s.node for s in pointers.sites})} kernel nodes"
+        else:
+            out[f"graph {k}"] = f"{len(getattr(pointers, 'slots', getattr(getattr(pointers, 'table', None), 'slots', ())))} table slots"
     return out
 
 
