@@ -12,7 +12,8 @@
 #
 #   RUN_ID=$(date +%Y%m%d)-pi-cgct TARBALL=$OUT/checks.tgz TOTAL_S=540 bash scripts/gpu_checks_pi_cgct.sh
 #
-# STEPS picks steps (default: all of "pi_tests pi_prelude_tests cgct_tests micro figure9");
+# STEPS picks steps (default: all of "pi_tests pi_prelude_tests cgct_tests micro figure9"; the
+# suite workloads with large inputs, "pi_large" and "pi_dri", run only when named);
 # MICRO_WORKLOADS, MICRO_MODES and FIG9_WORKLOADS narrow the timed steps, for a call that
 # re-measures one thing.
 set -uo pipefail
@@ -55,6 +56,22 @@ step micro "${MICRO_S:-300}" "$PY" -m grace.bench --compile-together \
     --modes "${MICRO_MODES:-pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi}" --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --coverage 3 \
     --experiment gpu_checks --run-id "$RUN_ID"
 if [[ $STEPS == *" micro "* ]]; then
+  "$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \
+      > "$CHECKS_DIR/tables.log" 2>&1
+  cat "$CHECKS_DIR/tables.log"
+fi
+# Where a replay's input copies cost GPU time rather than host time: suite workloads with large
+# inputs, each of its modes in its own worker, interleaved, one iteration per sample.
+step pi_large "${PI_LARGE_S:-300}" "$PY" -m grace.bench --compile-together \
+    --workloads "${PI_LARGE_WORKLOADS:-LCNET,ALNET,EOS}" \
+    --modes "${PI_LARGE_MODES:-pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-exec,grace}" \
+    --repeat "${PI_LARGE_REPEAT:-15}" --experiment gpu_checks --run-id "$RUN_ID"
+# DR-I copies a 6.5 GB input per stock replay, read by cuBLAS (only strategy (3) redirects it):
+# two modes only, so that both workers and the capture-time check fit on the GPU together.
+step pi_dri "${PI_DRI_S:-300}" "$PY" -m grace.bench --release-memory \
+    --workloads DR-I --modes "${PI_DRI_MODES:-pt2-cg,grace-cgct-pi-exec}" \
+    --repeat "${PI_DRI_REPEAT:-8}" --experiment gpu_checks --run-id "$RUN_ID"
+if [[ $STEPS == *" pi_large "* || $STEPS == *" pi_dri "* ]]; then
   "$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \
       > "$CHECKS_DIR/tables.log" 2>&1
   cat "$CHECKS_DIR/tables.log"

@@ -103,6 +103,10 @@ def test_the_written_ranges_are_tested_at_both_ends_of_an_input() -> None:
     assert ReplayGuard(layout, written=[(base - 64, 64), (base + 256, 64)]).must_copy([head]) == [], \
         "ranges that only touch the input's ends"
     assert ReplayGuard(layout, written=[(base, 16384)]).must_copy([head]) == [0]
+    # the same with more than one range (a search instead of the single range's comparisons)
+    assert ReplayGuard(layout, written=[(base - 4096, 64), (base + 128, 4)]).must_copy([head]) == [0]
+    assert ReplayGuard(layout, written=[(base - 64, 68), (base + 4096, 64)]).must_copy([head]) == [0]
+    assert ReplayGuard(layout, written=[(base - 4096, 64), (base + 256, 64)]).must_copy([head]) == []
 
 
 def test_merged_ranges() -> None:

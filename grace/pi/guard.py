@@ -79,6 +79,17 @@ class ReplayGuard:
         replay's table values), so that the replay does not read them a second time."""
         out: list[int] = []
         starts, ends = self._starts, self._ends
+        if len(starts) == 1:  # the usual case, one pool: two comparisons instead of a search
+            lo, hi = starts[0], ends[0]
+            for i, mask, stride, offset, span in self._checks:
+                t = inputs[i]
+                ptr = t.data_ptr()
+                if ptrs is not None:
+                    ptrs[i] = ptr
+                if (ptr & mask or t.stride() != stride or t.storage_offset() != offset
+                        or (ptr < hi and lo < ptr + max(span, 1))):
+                    out.append(i)
+            return out
         for i, mask, stride, offset, span in self._checks:
             t = inputs[i]
             ptr = t.data_ptr()
