@@ -168,6 +168,28 @@ def test_guard_failure_copies_that_replay_and_points_its_slot_at_the_placeholder
     assert rec.table_storage[:2].tolist() == [ptr0, b.data_ptr()]
 
 
+def test_released_placeholders_leave_the_node_and_a_copy_goes_to_a_temporary(recording) -> None:
+    rec, placeholders, _ = recording
+    x, y, _ = placeholders
+    rec.launch(autotuner(), LAUNCHER, [x, y, torch.zeros(1), 64], {}, stream=0)
+    node = _node(placeholders)
+    placeholders[:2] = [None, None]
+    del x, y
+    replay = rec.finish([], "graph 0").replay
+    held = {0: torch.empty(64), 1: torch.empty(16, 4), 5: torch.empty(3)}  # 5: a copied input
+    replay.release_placeholders(held)
+    assert replay.released == {0, 1} and list(held) == [5], "only the indirected inputs' are freed"
+    target = node.reconstructed_inputs[0].clone()
+    misaligned = torch.randn(65)[1:]
+    b = torch.randn(16, 4)
+    replay.replay(node, [misaligned, b, 7])
+    assert torch.equal(node.reconstructed_inputs[0], target), "the freed placeholder is not written"
+    slot0 = rec.table_storage[0].item()
+    assert slot0 not in (node.reconstructed_inputs[0].data_ptr(), misaligned.data_ptr()), "a temporary"
+    assert slot0 % 16 == 0
+    assert rec.table_storage[1].item() == b.data_ptr()
+
+
 def test_an_output_aliasing_a_placeholder_or_a_mutated_input_keeps_the_copy(recording) -> None:
     rec, placeholders, _ = recording
     x, y, _ = placeholders

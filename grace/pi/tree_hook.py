@@ -39,6 +39,14 @@ instead of copying their bytes. Three moments, each a call from the patch
    it, or if a launch that read it could not be redirected). The table is filled with the
    placeholders' own addresses for the tree's first replay, which runs on the recording inputs.
 
+Placeholders (part 5 of issue 5): stock allocates them in the graph's memory pool, where the
+graph may reuse an input's memory once it is last read. A PI capture holds them to its end, so
+in the pool they would only make it larger; :func:`outside_pool_placeholders` takes them from
+the caching allocator instead, the node holds them (``grace_placeholders``), and after the
+node's first replay :meth:`PIReplay.release_placeholders` frees those of the indirected inputs.
+From then on an indirected input costs no memory in the graph; on a replay that must copy it
+(the guard below), it is copied into a temporary laid out as the placeholder was.
+
 At every replay, :meth:`PIReplay.replay` runs instead of the tree's copy: the guard
 (:class:`grace.pi.guard.ReplayGuard`) sends an input whose alignment, strides or storage offset
 differ from the placeholder's, or whose bytes the replay itself may write (the tree's pool, where
@@ -368,7 +376,12 @@ class Recording:
             reference_args = [(copies[i].clone() if i in mutated else copies[i]) if i in copies else x
                               for i, x in enumerate(inputs)]
             written = {i: reference_args[i] for i in mutated}
-            expected = [e.clone() if isinstance(e, torch.Tensor) else e for e in model(reference_args)]
+            # An output that aliases an input may change when inputs are put back below, so it is
+            # cloned; a fresh one is not (DR-I's is 6.5 GB, and the check runs at capture time,
+            # beside the recorded graph's own copy of it).
+            arg_storages = {a.untyped_storage()._cdata for a in reference_args if isinstance(a, torch.Tensor)}
+            expected = [e.clone() if isinstance(e, torch.Tensor) and e.untyped_storage()._cdata in arg_storages
+                        else e for e in model(reference_args)]
             reference_mutated = {i: t.clone() for i, t in written.items()}
             before.put_back()
             moved = {i: copies[i] for i in plan.indirected}  # read by the replay, not written (not mutated)
@@ -548,6 +561,32 @@ class Warmup:
         return None if i is None else (i, arg.untyped_storage().data_ptr())
 
 
+def outside_pool_placeholders(inputs: Sequence[Any], static_input_idxs: Sequence[int], device: Any,
+                              stream: Any) -> dict[int, Any]:
+    """Placeholders for a recording's non-static CUDA tensor inputs, from the caching allocator
+    rather than the graph's memory pool (issue 5, part 5).
+
+    Stock allocates them in the pool, where the graph may put its own buffers once an input is
+    last read. A PI capture holds them to its end instead (see the design note), so in the pool
+    they would only make it larger; outside it, a placeholder whose input the graph reads
+    through pointers is freed after the node's first replay (:meth:`PIReplay.release_placeholders`)
+    and costs nothing from then on, while the others stay with the node. Allocated on the
+    tree's ``stream``, where the tree copies the recording inputs into them. None under
+    ``slow_path_cudagraph_asserts``, whose pool check counts placeholders among the pool's blocks.
+    """
+    import torch
+    from torch._inductor import config as inductor_config
+
+    if inductor_config.triton.slow_path_cudagraph_asserts:
+        return {}
+    static = set(static_input_idxs)
+    with torch.cuda.device(device), torch.cuda.stream(stream):
+        return {i: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+                for i, t in enumerate(inputs)
+                if i not in static and isinstance(t, torch.Tensor) and t.is_cuda
+                and t.untyped_storage().data_ptr() != 0}
+
+
 def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
                  managed_data_ptrs: Any) -> Warmup | None:
     """Before a function's warm-up run: its non-static tensor inputs, by storage identity."""
@@ -646,6 +685,20 @@ class PIReplay:
         self._ptrs = list(placeholder_ptrs)
         self._copied: list[tuple[int, Any]] | None = None  # (input index, its expanded dims)
         self._dst: list[Any] = []
+        self.released: set[int] = set()  # indirected inputs whose placeholders were freed
+
+    def release_placeholders(self, placeholders: dict[int, Any]) -> None:
+        """Free the placeholders (``node.grace_placeholders``, allocated outside the pool) of
+        the indirected inputs, after the node's first replay: replays read those inputs through
+        pointers, and a replay that must copy one copies it into a temporary instead."""
+        import torch
+
+        for i in self.indirected:
+            t = placeholders.pop(i, None)
+            if t is not None:
+                if t.is_cuda:  # the first replay, queued on the current stream, reads it
+                    t.record_stream(torch.cuda.current_stream(t.device))
+                self.released.add(i)
 
     def _bind(self, node: Any) -> None:
         import torch
@@ -671,15 +724,31 @@ class PIReplay:
         src = [expand(new_inputs[i], dims) for i, dims in self._copied]
         ptrs = self._ptrs
         fallback = self.guard.must_copy(new_inputs, ptrs)  # also sets the indirected inputs' pointers
-        if fallback:  # rare: an input this replay cannot read in place goes to its placeholder
-            dst = dst + [expand(node.reconstructed_inputs[i], node.expanded_dims[i]) for i in fallback]
-            src += [expand(new_inputs[i], node.expanded_dims[i]) for i in fallback]
+        temporaries = []  # held until the replay is queued; the allocator reuses them after it
+        if fallback:  # rare: an input this replay cannot read in place goes to a placeholder
+            dst = list(dst)
             for i in fallback:
-                ptrs[i] = self._placeholder_ptrs[i]
+                if i in self.released:
+                    placeholder = _like(node.reconstructed_inputs[i])
+                    temporaries.append(placeholder)
+                    ptrs[i] = placeholder.data_ptr()
+                else:
+                    placeholder = node.reconstructed_inputs[i]
+                    ptrs[i] = self._placeholder_ptrs[i]
+                dst.append(expand(placeholder, node.expanded_dims[i]))
+                src.append(expand(new_inputs[i], node.expanded_dims[i]))
         if dst:
             self._foreach_copy(dst, src)
         self.pointers.fill(ptrs)
         node.run_graph()
+        del temporaries
+
+
+def _like(recorded: Any) -> Any:
+    """A fresh tensor laid out as the recorded placeholder (storage offset 0, as the tree's)."""
+    import torch
+
+    return torch.empty_strided(recorded.size(), recorded.stride(), dtype=recorded.dtype, device=recorded.device)
 
 
 class _PlaceholderUses:
