@@ -571,14 +571,12 @@ def outside_pool_placeholders(inputs: Sequence[Any], static_input_idxs: Sequence
     they would only make it larger; outside it, a placeholder whose input the graph reads
     through pointers is freed after the node's first replay (:meth:`PIReplay.release_placeholders`)
     and costs nothing from then on, while the others stay with the node. Allocated on the
-    tree's ``stream``, where the tree copies the recording inputs into them. None under
-    ``slow_path_cudagraph_asserts``, whose pool check counts placeholders among the pool's blocks.
+    tree's ``stream``, where the tree copies the recording inputs into them. (The tree's
+    slow-path assertion before a capture, which expects placeholders among the pool's blocks,
+    leaves these out: a hook line in the patch.)
     """
     import torch
-    from torch._inductor import config as inductor_config
 
-    if inductor_config.triton.slow_path_cudagraph_asserts:
-        return {}
     static = set(static_input_idxs)
     with torch.cuda.device(device), torch.cuda.stream(stream):
         return {i: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
