@@ -45,10 +45,10 @@ in the pool they would only make it larger; :func:`outside_pool_placeholders` ta
 the caching allocator instead, the node holds them (``grace_placeholders``), and after the
 node's first replay :meth:`PIReplay.release_placeholders` frees those of the indirected inputs.
 From then on an indirected input costs no memory in the graph; on a replay that must copy it
-(the guard below), it is copied into a temporary laid out as the placeholder was. A backward
-graph keeps stock placeholders in its pool: Inductor may write a saved activation it no longer
-needs in place and return it (AOTAutograd's donated buffers), and the tree requires every
-output to live in its pool.
+(the guard below), it is copied into a temporary laid out as the placeholder was. Only an
+inference graph gets them: a training graph keeps stock placeholders in its pool, because it
+may return an input (a forward returns the inputs the backward saves; a backward may write a
+donated activation in place and return it), and the tree requires every output in its pool.
 
 At every replay, :meth:`PIReplay.replay` runs instead of the tree's copy: the guard
 (:class:`grace.pi.guard.ReplayGuard`) sends an input whose alignment, strides or storage offset
