@@ -79,17 +79,23 @@ class ReplayGuard:
         replay's table values), so that the replay does not read them a second time."""
         out: list[int] = []
         starts, ends = self._starts, self._ends
-        if len(starts) == 1:  # the usual case, one pool: two comparisons instead of a search
-            lo, hi = starts[0], ends[0]
-            for i, mask, stride, offset, span in self._checks:
-                t = inputs[i]
-                ptr = t.data_ptr()
-                if ptrs is not None:
-                    ptrs[i] = ptr
-                if (ptr & mask or t.stride() != stride or t.storage_offset() != offset
-                        or (ptr < hi and lo < ptr + max(span, 1))):
+        single = len(starts) == 1  # the usual case, one pool: two comparisons instead of a search
+        lo, hi = (starts[0], ends[0]) if single else (0, 0)
+        for i, mask, stride, offset, span in self._checks:
+            t = inputs[i]
+            ptr = t.data_ptr()
+            if ptrs is not None:
+                ptrs[i] = ptr
+            if ptr & mask or t.stride() != stride or t.storage_offset() != offset:
+                out.append(i)
+            elif single:
+                if ptr < hi and lo < ptr + max(span, 1):
                     out.append(i)
-            return out
+            elif starts:
+                j = bisect_left(starts, ptr + max(span, 1)) - 1  # the last range starting before its end
+                if j >= 0 and ends[j] > ptr:
+                    out.append(i)
+        return out
         for i, mask, stride, offset, span in self._checks:
             t = inputs[i]
             ptr = t.data_ptr()

@@ -166,8 +166,7 @@ def main() -> None:
     g = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.graph(g):
         torch.add(x, 1, out=y)
-    g.instantiate() if hasattr(g, "instantiate") else None
-    g.replay()
+    g.replay()  # instantiates the kept graph
     sync()
     err, nodes, count = driver.cuGraphGetNodes(driver.CUgraph(g.raw_cuda_graph()), 0)
     err, nodes, count = driver.cuGraphGetNodes(driver.CUgraph(g.raw_cuda_graph()), count)
