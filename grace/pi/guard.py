@@ -96,18 +96,6 @@ class ReplayGuard:
                 if j >= 0 and ends[j] > ptr:
                     out.append(i)
         return out
-        for i, mask, stride, offset, span in self._checks:
-            t = inputs[i]
-            ptr = t.data_ptr()
-            if ptrs is not None:
-                ptrs[i] = ptr
-            if ptr & mask or t.stride() != stride or t.storage_offset() != offset:
-                out.append(i)
-            elif starts:
-                j = bisect_left(starts, ptr + max(span, 1)) - 1  # the last range starting before its end
-                if j >= 0 and ends[j] > ptr:
-                    out.append(i)
-        return out
 
 
 def merged_ranges(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
