@@ -256,3 +256,23 @@ def test_switch_off_is_stock(scg: Any) -> None:
             torch.testing.assert_close(compiled(x), reference.eval()(x), rtol=1e-4, atol=1e-4)
     assert report.records() == []
     assert len(_tree().grace_no_graph_functions) == 0 and _graphs_in_tree() >= 2
+
+
+def test_profile_gives_its_private_pools_back(scg: Any) -> None:
+    """After a real profile, the only graph pool holding device memory is the real tree's."""
+    from grace.bench.workloads import get
+    from grace.scg import report
+
+    workload = get("micro-eos")
+    model = workload.build("cuda", 1 << 16, "full")
+    compiled = torch.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        for sample in range(3):
+            inputs = workload.inputs(model, sample, "cuda", 1 << 16, "full")
+            torch.testing.assert_close(compiled(*inputs), model(*inputs))
+    assert [r.source for r in report.records()] == ["profiled"]
+    tree = _tree()
+    own = {tuple(tree.cuda_graphs_thread_pool)} if tree is not None else set()
+    foreign = [(tuple(seg["segment_pool_id"]), seg["total_size"]) for seg in torch.cuda.memory_snapshot()
+               if tuple(seg.get("segment_pool_id", (0, 0))) not in own | {(0, 0)}]
+    assert foreign == [], f"segments of the profile's private pools are still reserved: {foreign}"

@@ -28,10 +28,10 @@ Invariants
 - Each function is decided once per tree. A function decided for a graph that is recorded again
   later (a new path, new static addresses) is recorded again as in stock PyTorch.
 - Profiling never touches the tree. The graph choice is timed on a private
-  ``CUDAGraphTreeManager`` with its own memory pool, shut down afterwards. Inputs the real tree
-  reads in place (static ones, outputs of graphs on the current path) are static there too,
-  so the private graph copies exactly the inputs the real one would: same copies, same
-  replay, same bookkeeping per call.
+  ``CUDAGraphTreeManager`` with its own memory pool, shut down afterwards and its memory
+  given back to the device. Inputs the real tree reads in place (static ones, outputs of
+  graphs on the current path) are static there too, so the private graph copies exactly the
+  inputs the real one would: same copies, same replay, same bookkeeping per call.
 - Profiling does not change what the program computes: it runs on copies of every input but
   parameters (a backward graph reuses donated saved activations, static inputs there, as
   scratch), and of any input the function mutates; the CUDA RNG state is restored after it,
@@ -263,7 +263,28 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
             runners = {}
             for private in private_trees:
                 private.shutdown()
+            private_trees.clear()
             torch.cuda.synchronize()
+            _release_profiling_memory(device)
+
+
+def _release_profiling_memory(device: int) -> None:
+    """Give back the memory the profile's private trees and input copies held.
+
+    A shut-down tree's pool stays reserved by the caching allocator until its cached blocks are
+    released: without this, every profiled candidate would leave a pool the size of its graph's
+    in the process (measured on LCNET under ``grace``: 1.4 GB of pools against PT2-CG's 466 MB).
+    ``empty_cache`` also returns the default pool's free segments; this runs at capture time
+    only, and the real tree's pool, still in use, is untouched.
+    """
+    import gc
+
+    import torch
+
+    gc.collect()  # a node and its PI state refer to each other: collect them before the release
+    before = torch.cuda.memory_reserved(device)
+    torch.cuda.empty_cache()
+    log.debug("SCG: released %.1f MB reserved by the profile", (before - torch.cuda.memory_reserved(device)) / 1e6)
 
 
 def _call_on_list(fn: Callable[[list[Any]], object], inputs: list[Any]) -> object:

@@ -125,30 +125,50 @@ def _phase_times(fn: Any, samples: list[Any], calls: int) -> dict[str, float]:
 
     from grace.trees import recorded_nodes
 
+    from torch._inductor import cudagraph_trees
+    from torch._inductor.output_code import CompiledFxGraph
+
     totals: dict[str, float] = {}
+    depth: dict[str, int] = {}
     undo = []
 
     def timed(owner: Any, attr: str, label: str) -> None:
-        # On the instance where it can be (put back as it was), else on its class (slotted objects).
-        target = owner if hasattr(owner, "__dict__") else type(owner)
+        # On a class, or on the instance where it can be (put back as it was), else on its class
+        # (slotted objects). A recursive method (the tree's run calls itself once it has ended a generation) is
+        # timed at its outermost call only.
+        target = owner if isinstance(owner, type) or hasattr(owner, "__dict__") else type(owner)
         had_own = attr in getattr(target, "__dict__", {})
         original = getattr(target, attr)
 
         def wrapper(*a: Any, **k: Any) -> Any:
+            depth[label] = depth.get(label, 0) + 1
             t = time.perf_counter()
             try:
                 return original(*a, **k)
             finally:
-                totals[label] = totals.get(label, 0.0) + time.perf_counter() - t
+                depth[label] -= 1
+                if depth[label] == 0:
+                    totals[label] = totals.get(label, 0.0) + time.perf_counter() - t
 
         setattr(target, attr, wrapper)
         undo.append((target, attr, original if had_own else None))
 
+    timed(CompiledFxGraph, "__call__", "compiled graph call (Inductor's output code)")
+    managers = [cudagraph_trees.get_manager(d, create_if_none_exists=False) for d in range(torch.cuda.device_count())]
+    for manager in (m for m in managers if m is not None):
+        timed(manager, "run", "tree: manager run (all of the tree)")
+        timed(manager, "try_end_curr_execution", "tree: end the previous generation")
+        timed(manager, "execute_node", "tree: execute_node")
     for node in recorded_nodes():
+        timed(node, "check_invariants", "tree: check_invariants")
+        timed(node, "run", "tree: node run")
+        timed(node, "reconstruct_outputs", "tree: reconstruct_outputs")
+        timed(node, "check_static_inputs_are_stable", "tree: static inputs stable")
         timed(node, "run_graph", "launch (run_graph)")
         timed(node, "_copy_inputs_and_remove_from_src", "input copies (stock path)")
         pi = getattr(node, "grace_pi", None)
         if pi is not None:
+            timed(pi, "replay", "PI: whole replay step (guard, copies, fill, launch)")
             timed(pi.guard, "must_copy", "PI guard")
             timed(pi.pointers, "fill", "PI pointer fill")
             if getattr(pi, "_copied", None) is not None:  # bound on its first replay
