@@ -384,6 +384,27 @@ def test_the_check_puts_back_copied_placeholders_whose_memory_the_graph_reused(b
     assert torch.equal(y, y_before), "the copied input's placeholder has its bytes back"
 
 
+def test_a_function_that_writes_what_it_reads_leaves_the_placeholders_their_bytes(built) -> None:
+    """A backward graph reuses a donated activation, here a placeholder, as scratch: neither the
+    stock run nor the check's replay may write the bytes the placeholder gets back (found on the
+    GPU: a training step whose first backward replay read the stock run's scratch)."""
+    rec, node, placeholder = _recorded(built, through_table=True)
+    before = placeholder.clone()
+    replay, table = node.graph.replay, rec.table_storage
+    node.graph.replay = lambda: (replay(), _at(int(table[0]), placeholder).fill_(-1.0))
+
+    def donating(args: list[Any]) -> list[torch.Tensor]:
+        (x,) = args[:1]
+        args.clear()
+        out = x * 2
+        x.fill_(-1.0)  # the buffer reused once read
+        return [out]
+
+    finished = rec.finish([], "graph 12", node, [node.out], donating, [placeholder])
+    assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+    assert torch.equal(placeholder, before), "the tree's first replay reads the recording input"
+
+
 # --- strategy (3): the instantiated graph's kernel arguments rewritten -----------------------------
 
 

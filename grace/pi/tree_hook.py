@@ -72,7 +72,7 @@ Everything here is capture-time work except :meth:`PIReplay.replay`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -375,9 +375,12 @@ class Recording:
             # twice more, so each run starts from, and the tree's first replay gets, these bytes.
             before = _StorageSnapshot({i: x for i, x in enumerate(inputs)
                                        if isinstance(x, torch.Tensor) and i not in placeholders})
-            copies = saved.views
-            reference_args = [(copies[i].clone() if i in mutated else copies[i]) if i in copies else x
-                              for i, x in enumerate(inputs)]
+            # The snapshot itself is never handed to the function or the graph: either may write
+            # any input it reads (a backward graph reuses a donated activation that came from
+            # outside the graphs, a placeholder here, as scratch), and the placeholders get their
+            # bytes back from the snapshot. Each run reads its own copies of them.
+            copies = saved.fresh_views()
+            reference_args = [copies[i] if i in copies else x for i, x in enumerate(inputs)]
             written = {i: reference_args[i] for i in mutated}
             # An output that aliases an input may change when inputs are put back below, so it is
             # cloned; a fresh one is not (DR-I's is 6.5 GB, and the check runs at capture time,
@@ -386,8 +389,9 @@ class Recording:
             expected = [e.clone() if isinstance(e, torch.Tensor) and e.untyped_storage()._cdata in arg_storages
                         else e for e in model(reference_args)]
             reference_mutated = {i: t.clone() for i, t in written.items()}
+            del reference_args, written, copies
             before.put_back()
-            moved = {i: copies[i] for i in plan.indirected}  # read by the replay, not written (not mutated)
+            moved = saved.fresh_views(plan.indirected)
             for i in plan.indirected:
                 _overwrite(placeholders[i])
             ptrs = list(placeholder_ptrs)
@@ -436,12 +440,33 @@ class _StorageSnapshot:
         import torch
 
         self._storages: dict[int, tuple[Any, Any]] = {}  # cdata -> (storage, its copy)
+        self._layouts: dict[int, tuple[int, Any]] = {}  # key -> (cdata, tensor laid out on it)
         self.views: dict[int, Any] = {}
         for i, t in tensors.items():
             storage = t.untyped_storage()
             original, copy = self._storages.setdefault(storage._cdata, (storage, storage.clone()))
-            self.views[i] = torch.empty(0, dtype=t.dtype, device=t.device).set_(
-                copy, t.storage_offset(), t.size(), t.stride())
+            self.views[i] = self._view(t, copy)
+            self._layouts[i] = (storage._cdata, t)
+
+    @staticmethod
+    def _view(like: Any, storage: Any) -> Any:
+        import torch
+
+        return torch.empty(0, dtype=like.dtype, device=like.device).set_(
+            storage, like.storage_offset(), like.size(), like.stride())
+
+    def fresh_views(self, keys: Iterable[int] | None = None) -> dict[int, Any]:
+        """Views laid out as ``views`` (those of ``keys``, else all) over new copies of the
+        snapshot, each storage once: for a run that may write what it reads, so that the
+        snapshot keeps the original bytes."""
+        copies: dict[int, Any] = {}
+        out = {}
+        for i in self._layouts if keys is None else keys:
+            cdata, like = self._layouts[i]
+            if cdata not in copies:
+                copies[cdata] = self._storages[cdata][1].clone()
+            out[i] = self._view(like, copies[cdata])
+        return out
 
     def put_back(self) -> None:
         """Every byte of every storage from its copy."""

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import os
 import pstats
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -56,11 +58,14 @@ def child(mode: str, workload: str, calls: int) -> None:
             fn(*samples[i % 8])
             sync()
             synced.append((time.perf_counter() - t) * 1e6)
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         for i in range(calls):
             fn(*samples[i % 8])
         sync()
         back_to_back = (time.perf_counter() - t) * 1e6 / calls
+        # CPU seconds of all the process's threads per wall second: about 1 when only the
+        # calling thread works; more when another thread of the process competes with it.
+        cpu_per_wall = (time.process_time() - cpu) / (back_to_back * calls / 1e6)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         gpu = []
         for i in range(min(calls, 100)):
@@ -86,6 +91,9 @@ def child(mode: str, workload: str, calls: int) -> None:
     print(f"==== {mode} {workload} ({calls} calls)")
     print(f"synchronised call us: {summary(synced)}")
     print(f"back-to-back us per call: {back_to_back:.1f}")
+    print(f"process: {len(os.listdir('/proc/self/task'))} threads; {cpu_per_wall:.2f} CPU s per wall s "
+          f"back to back; Python threads {[t.name for t in threading.enumerate()]}; gc collections "
+          f"{sum(s['collections'] for s in gc.get_stats())}")
     print(f"as the benchmark times it (20 fresh inputs, no_grad per call, output held), us per call: {bench_like}")
     print(f"between CUDA events us: {summary(gpu)}")
     print(f"host us per call in the replay's phases (back-to-back): {phases}")
