@@ -238,12 +238,18 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
             private = CUDAGraphTreeManager(device)
             _profiling_trees.add(private)
             private_trees.append(private)
+            # A tree warms a function up on its first call and records it on the second: both
+            # happen here, so that the graph is recorded with this candidate's switches.
             with config.patch(pi=pi):
                 fn, first = private.add_function(
                     wrapped.model, list(inputs), read_in_place, None, CompilationMode.INFERENCE,
                     wrapped.constants, wrapped.placeholders, wrapped.mutated_input_idxs,
                     manager.id_to_compile_id.get(function_id))
-            del first
+                del first
+                second = fn(list(inputs))
+                del second
+            if not trees.nodes(private):
+                raise RuntimeError("the private tree recorded no graph on the candidate's second call")
             return fn, private
 
         try:
