@@ -261,19 +261,31 @@ def test_switch_off_is_stock(scg: Any) -> None:
     assert len(_tree().grace_no_graph_functions) == 0 and _graphs_in_tree() >= 2
 
 
-def test_profile_gives_its_private_pools_back(scg: Any) -> None:
-    """After a real profile, the only graph pool holding device memory is the real tree's."""
+def test_profile_gives_its_private_pools_back(scg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a real profile, no segment of its private trees' pools is still reserved."""
+    from torch._inductor import cudagraph_trees
+
     from grace.bench.workloads import get
     from grace.scg import report
 
-    import gc
+    profiling, private_pools = [False], []
 
-    def pools() -> set[tuple[int, int]]:
-        return {tuple(seg.get("segment_pool_id", (0, 0))) for seg in torch.cuda.memory_snapshot()}
+    class Noted(cudagraph_trees.CUDAGraphTreeManager):  # notes the pools of the profile's trees
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if profiling[0]:
+                private_pools.append(tuple(self.cuda_graphs_thread_pool))
 
-    gc.collect()
-    torch.cuda.empty_cache()  # earlier tests' trees, shut down, leave their pools to this
-    earlier = pools()
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        profiling[0] = True
+        try:
+            return profile(*args, **kwargs)
+        finally:
+            profiling[0] = False
+
+    profile = scg._profile
+    monkeypatch.setattr(cudagraph_trees, "CUDAGraphTreeManager", Noted)
+    monkeypatch.setattr(scg, "_profile", noting)
     workload = get("micro-eos")
     model = workload.build("cuda", 1 << 16, "full")
     compiled = torch.compile(model, mode="reduce-overhead")
@@ -284,8 +296,7 @@ def test_profile_gives_its_private_pools_back(scg: Any) -> None:
     (record,) = report.records()
     assert record.source == "profiled" and {"graph", "graph-pi"} <= set(record.medians_us), \
         "both graph choices were recorded and timed"
-    tree = _tree()
-    own = {tuple(tree.cuda_graphs_thread_pool)} if tree is not None else set()
-    foreign = [(tuple(seg["segment_pool_id"]), seg["total_size"]) for seg in torch.cuda.memory_snapshot()
-               if tuple(seg.get("segment_pool_id", (0, 0))) not in own | earlier | {(0, 0)}]
-    assert foreign == [], f"segments of the profile's private pools are still reserved: {foreign}"
+    assert len(private_pools) == 2, "one private tree per graph choice"
+    left = [(tuple(seg["segment_pool_id"]), seg["total_size"]) for seg in torch.cuda.memory_snapshot()
+            if tuple(seg.get("segment_pool_id", (0, 0))) in private_pools]
+    assert left == [], f"segments of the profile's private pools are still reserved: {left}"
