@@ -614,7 +614,9 @@ def test_an_expanded_placeholder_is_overwritten_and_put_back_whole() -> None:
     row = torch.arange(4.0)
     placeholder = row.expand(3, 4)
     saved = _StorageSnapshot({0: placeholder})
-    assert saved.views[0].stride() == placeholder.stride() and saved.views[0].data_ptr() != placeholder.data_ptr()
+    moved = saved.fresh_views([0])[0]
+    assert moved.stride() == placeholder.stride() and moved.data_ptr() != placeholder.data_ptr()
+    assert torch.equal(moved, placeholder)
     _overwrite(placeholder)
     assert row.isnan().all()
     saved.put_back()
@@ -627,9 +629,25 @@ def test_inputs_sharing_a_storage_share_one_copy_of_it() -> None:
     flat = torch.arange(10.0)
     a, b = flat[:4], flat[4:].view(2, 3)
     snap = _StorageSnapshot({0: a, 1: b})
-    assert snap.views[0].untyped_storage()._cdata == snap.views[1].untyped_storage()._cdata
-    assert torch.equal(snap.views[1], b) and snap.views[1].storage_offset() == 4
+    fresh = snap.fresh_views([0, 1])
+    assert fresh[0].untyped_storage()._cdata == fresh[1].untyped_storage()._cdata
+    assert torch.equal(fresh[1], b) and fresh[1].storage_offset() == 4
+    fresh[1].fill_(-1.0)  # a run writing the fresh copy leaves the snapshot as it was
     flat.zero_()
     snap.put_back()
     assert torch.equal(flat, torch.arange(10.0))
 
+
+def test_records_of_graphs_that_are_not_the_programs_are_discarded() -> None:
+    """SCG's private profiling trees record candidates; Table 3 counts the deployed graphs only."""
+    from grace.pi import report
+
+    report.reset()
+    report.add(report.GraphRecord("graph 0", "ptx", 64, 0, 1, [0]))
+    with report.discarded():
+        report.add(report.GraphRecord("graph 1 (profile)", "ptx", 64, 0, 1, [0]))
+        report.add(report.GraphRecord("graph 2 (profile)", "none", 64, 64, 0, []))
+    report.add(report.GraphRecord("graph 3", "none", 32, 32, 0, []))
+    assert [r.name for r in report.records()] == ["graph 0", "graph 3"]
+    assert report.summarize(report.records())["graphs"] == 2
+    report.reset()

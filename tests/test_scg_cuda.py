@@ -266,6 +266,7 @@ def test_profile_gives_its_private_pools_back(scg: Any, monkeypatch: pytest.Monk
     from torch._inductor import cudagraph_trees
 
     from grace.bench.workloads import get
+    from grace.pi import report as pi_report
     from grace.scg import report
 
     profiling, private_pools = [False], []
@@ -284,6 +285,7 @@ def test_profile_gives_its_private_pools_back(scg: Any, monkeypatch: pytest.Monk
             profiling[0] = False
 
     profile = scg._profile
+    pi_report.reset()
     monkeypatch.setattr(cudagraph_trees, "CUDAGraphTreeManager", Noted)
     monkeypatch.setattr(scg, "_profile", noting)
     workload = get("micro-eos")
@@ -297,6 +299,8 @@ def test_profile_gives_its_private_pools_back(scg: Any, monkeypatch: pytest.Monk
     assert record.source == "profiled" and {"graph", "graph-pi"} <= set(record.medians_us), \
         "both graph choices were recorded and timed"
     assert len(private_pools) == 2, "one private tree per graph choice"
+    assert len(pi_report.records()) == (record.choice != "no-graph"), \
+        "Table 3 counts the deployed graph only, not the profile's"
     left = [(tuple(seg["segment_pool_id"]), seg["total_size"]) for seg in torch.cuda.memory_snapshot()
             if tuple(seg.get("segment_pool_id", (0, 0))) in private_pools]
     assert left == [], f"segments of the profile's private pools are still reserved: {left}"

@@ -9,6 +9,8 @@ reads the records in-process (:func:`records`) into its result rows; they are al
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +46,17 @@ def records() -> list[GraphRecord]:
 
 def reset() -> None:
     _records.clear()
+
+
+@contextlib.contextmanager
+def discarded() -> Iterator[None]:
+    """Drop the records added inside: graphs that are not the program's (SCG's private
+    profiling trees record candidates that are then shut down), which Table 3 must not count."""
+    kept = len(_records)
+    try:
+        yield
+    finally:
+        del _records[kept:]
 
 
 def summarize(recs: list[GraphRecord]) -> dict[str, Any]:

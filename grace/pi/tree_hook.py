@@ -375,12 +375,12 @@ class Recording:
             # twice more, so each run starts from, and the tree's first replay gets, these bytes.
             before = _StorageSnapshot({i: x for i, x in enumerate(inputs)
                                        if isinstance(x, torch.Tensor) and i not in placeholders})
-            # The snapshot itself is never handed to the function or the graph: either may write
-            # any input it reads (a backward graph reuses a donated activation that came from
-            # outside the graphs, a placeholder here, as scratch), and the placeholders get their
-            # bytes back from the snapshot. Each run reads its own copies of them.
-            copies = saved.fresh_views()
-            reference_args = [copies[i] if i in copies else x for i, x in enumerate(inputs)]
+            # The function runs on the recording inputs themselves, as stock runs it. It may
+            # write any input it reads (a backward graph reuses a donated activation as scratch,
+            # a placeholder when the activation came from outside the graphs), so every input is
+            # put back from the snapshots before the replay; the snapshots are never handed to
+            # a run, which keeps their bytes the originals.
+            reference_args = list(inputs)
             written = {i: reference_args[i] for i in mutated}
             # An output that aliases an input may change when inputs are put back below, so it is
             # cloned; a fresh one is not (DR-I's is 6.5 GB, and the check runs at capture time,
@@ -389,9 +389,10 @@ class Recording:
             expected = [e.clone() if isinstance(e, torch.Tensor) and e.untyped_storage()._cdata in arg_storages
                         else e for e in model(reference_args)]
             reference_mutated = {i: t.clone() for i, t in written.items()}
-            del reference_args, written, copies
+            del reference_args, written
+            saved.put_back()
             before.put_back()
-            moved = saved.fresh_views(plan.indirected)
+            moved = saved.fresh_views(plan.indirected)  # new addresses, and the replay's to write
             for i in plan.indirected:
                 _overwrite(placeholders[i])
             ptrs = list(placeholder_ptrs)
@@ -427,45 +428,37 @@ class Finished:
 
 
 class _StorageSnapshot:
-    """Copies of the storages behind some tensors, each storage once, and views of the copies
-    laid out as the tensors are (``views``, by the tensors' keys).
+    """Copies of the storages behind some tensors (keyed), each storage once.
 
     The check works on whole storages, not on the tensors' views: an input may be a view whose
     elements share memory (an expanded tensor, stride 0), which no elementwise copy or fill may
     write, and a storage-level copy puts back every byte the graph could have reached. Inputs
-    that share a storage share its copy, so the snapshot costs each storage's size once.
+    that share a storage share its copy, so the snapshot costs each storage's size once. The
+    copies are only ever read: a run that needs the inputs elsewhere gets :meth:`fresh_views`.
     """
 
     def __init__(self, tensors: dict[int, Any]) -> None:
-        import torch
-
         self._storages: dict[int, tuple[Any, Any]] = {}  # cdata -> (storage, its copy)
-        self._layouts: dict[int, tuple[int, Any]] = {}  # key -> (cdata, tensor laid out on it)
-        self.views: dict[int, Any] = {}
+        self._layouts: dict[int, Any] = {}  # key -> the tensor, for its layout on its storage
         for i, t in tensors.items():
             storage = t.untyped_storage()
-            original, copy = self._storages.setdefault(storage._cdata, (storage, storage.clone()))
-            self.views[i] = self._view(t, copy)
-            self._layouts[i] = (storage._cdata, t)
+            self._storages.setdefault(storage._cdata, (storage, storage.clone()))
+            self._layouts[i] = t
 
-    @staticmethod
-    def _view(like: Any, storage: Any) -> Any:
+    def fresh_views(self, keys: Iterable[int]) -> dict[int, Any]:
+        """The tensors of ``keys``, laid out as they are, over new copies of their storages
+        (each storage once)."""
         import torch
 
-        return torch.empty(0, dtype=like.dtype, device=like.device).set_(
-            storage, like.storage_offset(), like.size(), like.stride())
-
-    def fresh_views(self, keys: Iterable[int] | None = None) -> dict[int, Any]:
-        """Views laid out as ``views`` (those of ``keys``, else all) over new copies of the
-        snapshot, each storage once: for a run that may write what it reads, so that the
-        snapshot keeps the original bytes."""
         copies: dict[int, Any] = {}
         out = {}
-        for i in self._layouts if keys is None else keys:
-            cdata, like = self._layouts[i]
+        for i in keys:
+            like = self._layouts[i]
+            cdata = like.untyped_storage()._cdata
             if cdata not in copies:
                 copies[cdata] = self._storages[cdata][1].clone()
-            out[i] = self._view(like, copies[cdata])
+            out[i] = torch.empty(0, dtype=like.dtype, device=like.device).set_(
+                copies[cdata], like.storage_offset(), like.size(), like.stride())
         return out
 
     def put_back(self) -> None:

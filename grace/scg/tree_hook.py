@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import grace
 from grace import config, trees
 from grace.log import get_logger
+from grace.pi import report as pi_report
 from grace.scg import cache, report
 from grace.scg.candidate import Candidate, describe, innermost
 from grace.scg.choose import Choice, decide
@@ -91,6 +92,10 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
         decided[function_id] = Choice(record.choice)
         if Choice.GRAPH_PI.value in record.medians_us:
             _pi_measured.setdefault(manager, set()).add(function_id)
+            if decided[function_id] is Choice.GRAPH:  # recorded with PI off: Table 3 counts its copies
+                pi_report.add(pi_report.GraphRecord(
+                    record.name, "none (SCG measured the graph without PI faster)", record.copied_bytes,
+                    record.copied_bytes, 0, [], {}))
         if decided[function_id] is Choice.NO_GRAPH:
             wrapped = manager.ids_to_funcs[function_id]
             _unwrap_partition(wrapped.model, new_inputs, wrapped.static_input_idxs, wrapped.mutated_input_idxs)
@@ -230,7 +235,8 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
     read_in_place = [i for i, info in enumerate(candidate.inputs) if info.role in ("static", "managed")]
     settings = ProfileSettings(config.scg_warmup, config.scg_rounds, config.scg_calls)
     device = manager.device_index
-    with torch.cuda.device(device), torch.random.fork_rng(devices=[device]), _quiet_tree_logs():
+    with (torch.cuda.device(device), torch.random.fork_rng(devices=[device]), _quiet_tree_logs(),
+          pi_report.discarded()):
         private_trees: list[Any] = []
         fns: dict[Choice, Any] = {}
 
