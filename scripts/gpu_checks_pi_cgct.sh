@@ -79,7 +79,7 @@ if [[ $STEPS == *" pi_large "* || $STEPS == *" pi_dri "* ]]; then
   cat "$CHECKS_DIR/tables.log"
 fi
 step figure9 "${FIG9_S:-240}" "$PY" -m grace.bench --compile-together --workloads "${FIG9_WORKLOADS:-figure9}" \
-    --modes pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-prelude,grace-cgct-pi-exec \
+    --modes pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-prelude,grace-cgct-pi-exec --gpu-time \
     --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --experiment figure9 --run-id "$RUN_ID"
 if [[ $STEPS == *" figure9 "* ]]; then
   "$PY" -m grace.report figure9 --experiment figure9 --run-id "$RUN_ID" > "$CHECKS_DIR/figure9.log" 2>&1

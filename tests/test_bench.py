@@ -209,6 +209,18 @@ def test_every_field_of_the_workers_summary_reaches_the_row() -> None:
     assert set(runner.SUMMARY_KEYS) <= set(row), "every summary field has a place in every row, error rows too"
 
 
+def test_device_times_reach_the_row_beside_the_timed_samples() -> None:
+    from grace.bench import runner
+
+    row = runner.base_row(Settings(experiment="x", run_id="y"), Target(get("micro-mlp2"), 4), MODES["pt2-cg"])
+    assert row["gpu_us"] is None and row["gpu_samples_us"] is None
+    worker = runner.Worker(MODES["pt2-cg"], None, Path("log"), 0.0, row, samples=[5.0, 7.0, 6.0],
+                           gpu_samples=[2.0, 3.0])
+    done = runner._finish_row(worker, {"check": {"ok": True}})
+    assert done["gpu_samples_us"] == [2.0, 3.0] and done["gpu_us"]["median"] == 2.5
+    assert done["iter_us"]["median"] == 6.0
+
+
 # --- configs, modes, shards --------------------------------------------------------------
 
 def test_micro_config_names_every_micro_workload() -> None:

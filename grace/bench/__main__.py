@@ -104,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="each timed sample is the mean of K iterations run back to back on K input "
                              "samples, synchronised once; the last one's output is checked (for "
                              "micro-workloads, where one iteration is mostly host jitter)")
+    parser.add_argument("--gpu-time", action="store_true",
+                        help="after each timed sample, time one more iteration's device work alone "
+                             "(the GPU held behind a sleeping kernel while the host queues it): "
+                             "the rows' gpu_us, which Figure 9 plots beside the per-iteration time")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
@@ -152,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                         timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
                         stop_after_s=args.stop_after, coverage=args.coverage,
                         compile_together=args.compile_together, release_memory=args.release_memory,
-                        inner=args.inner)
+                        inner=args.inner, gpu_time=args.gpu_time)
     out_dir = run(settings, targets, modes)
     import json
 

@@ -67,6 +67,7 @@ class Settings:
     compile_together: bool = False  # start every mode's worker at once (compilations overlap)
     release_memory: bool = False  # workers return cached GPU memory between their timed chunks
     inner: int = 1  # iterations per timed sample, back to back (the sample is their mean)
+    gpu_time: bool = False  # each timed sample followed by one iteration's device time alone
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -86,6 +87,7 @@ class Worker:
     deadline: float
     row: dict[str, Any]
     samples: list[float] = field(default_factory=list)
+    gpu_samples: list[float] = field(default_factory=list)
     buffer: str = ""
 
     def send(self, message: dict[str, Any]) -> None:
@@ -171,7 +173,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
         "warmup": settings.warmup, "pinned_cpu": settings.pin_cpu,
         "compiled_together": settings.compile_together, "release_memory": settings.release_memory,
-        "inner": settings.inner,
+        "inner": settings.inner, "gpu_us": None, "gpu_samples_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
@@ -188,7 +190,8 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
            "--mode", mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
            "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu),
            "--coverage", str(settings.coverage), "--inner", str(settings.inner)] + (
-               ["--release-memory"] if settings.release_memory else [])
+               ["--release-memory"] if settings.release_memory else []) + (
+               ["--gpu-time"] if settings.gpu_time else [])
     scg_cache = settings.scg_cache or out_dir / "scg-cache"
     scg_report = out_dir / "scg" / f"{target.workload.name}.{mode.name}.json"
     scg_report.parent.mkdir(exist_ok=True)
@@ -239,7 +242,9 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
             for worker in _rotated(list(live), r):
                 try:
                     worker.send({"cmd": "run", "samples": samples})
-                    worker.samples.extend(worker.receive("samples")["us"])
+                    message = worker.receive("samples")
+                    worker.samples.extend(message["us"])
+                    worker.gpu_samples.extend(us for us in message.get("gpu_us") or [] if us is not None)
                 except WorkerFailed as e:
                     fail(worker, str(e))
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
@@ -286,6 +291,9 @@ def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
         row[key] = message.get(key)
     row["samples_us"] = worker.samples
     row["iter_us"] = summary(worker.samples)
+    if worker.gpu_samples:
+        row["gpu_samples_us"] = worker.gpu_samples
+        row["gpu_us"] = summary(worker.gpu_samples)
     if worker.mode.compiled and not message["check"]["ok"]:
         row["status"] = "mismatch"
         row["error"] = f"outputs differ from eager: {message['check']['detail']}"

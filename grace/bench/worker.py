@@ -6,7 +6,7 @@ the protocol; stderr goes to the case's log file):
 
     worker -> {"event": "ready", "compile_s": ...}          after warm-up
     runner -> {"cmd": "run", "samples": [i, j, ...]}         timed iterations, in this order
-    worker -> {"event": "samples", "us": [...]}
+    worker -> {"event": "samples", "us": [...], "gpu_us": [...] or None}
     runner -> {"cmd": "finish"}
     worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., "scg": ..., ...}
     worker -> {"event": "error", "error": "..."}             at any point, then exit 1
@@ -18,6 +18,11 @@ are eager's, and the RNG is seeded from the sample index, outside the clock, bef
 compiled and the eager step: both then draw the same masks. That applies to every mode of the
 workload alike, so the modes stay comparable. ``scg`` is SCG's decision
 report for the process (:mod:`grace.scg.report`), or None where SCG decided nothing.
+
+With ``--gpu-time``, each timed sample is followed by one more iteration on the same input
+sample whose device time alone is measured (:meth:`Case.gpu_timed`): what the GPU spends on an
+iteration (input copies, pointer writes, a prelude kernel, the replay) apart from the host's
+part, as the paper's Figure 9 compares its ways of dereferencing pointers.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from grace.bench.workloads import Workload, get
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
 COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
+MAX_SLEEP_CYCLES = 1 << 27  # gpu_timed's longest head start for the host, about 80 ms
 RNG_SEED_BASE = 7_000_000  # stochastic workloads' per-sample seeds, apart from the weights' seed 0
 
 
@@ -111,6 +117,7 @@ class Case:
         self.reference64: Any = None  # built on the first float32 mismatch
         self.fp64_arbitrated = 0  # samples the float64 run found to be rounding
         self.no_fp64 = ""  # why no float64 run could be made, if none could
+        self._sleep_cycles = 1 << 20  # gpu_timed's head start for the host: about 0.6 ms on an H100
 
     def sync(self) -> None:
         if self.cuda:
@@ -192,6 +199,38 @@ class Case:
         if self.mode.compiled:
             self._check(samples[-1], out)
         return elapsed
+
+    def gpu_timed(self, sample: int) -> float | None:
+        """Microseconds of device time of one iteration on input ``sample``; None if it
+        cannot be isolated.
+
+        The stream is held behind a sleeping kernel while the host queues the iteration, so
+        the events around it time the device's work alone, without the gaps where the GPU
+        waits for the host. If the host was still queuing when the sleep ended, the sleep is
+        doubled and the iteration run again; an iteration that waits for the device itself
+        (a ``.item()``) never gets ahead, and gives None.
+        """
+        import torch
+
+        args = self.inputs(sample)
+        start, end, slept = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
+                             torch.cuda.Event())
+        while True:
+            self.seed(sample)
+            self.sync()
+            torch.cuda._sleep(self._sleep_cycles)
+            slept.record()
+            start.record()
+            out = self.step(self.fn, self.model, args)
+            end.record()
+            host_was_ahead = not slept.query()
+            end.synchronize()
+            del out
+            if host_was_ahead:
+                return start.elapsed_time(end) * 1e3
+            if self._sleep_cycles >= MAX_SLEEP_CYCLES:
+                return None
+            self._sleep_cycles *= 2
 
     def _check(self, sample: int, out: Any) -> None:
         # Fresh inputs: the compiled step may have updated its own in place (pyhpc's TKE does).
@@ -329,7 +368,9 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
                 pinned = True
             if args.release_memory:
                 case.untimed_step()  # allocations after the cache was emptied stay off the clock
-            send({"event": "samples", "us": [case.timed(s, args.inner) for s in command["samples"]]})
+            us = [case.timed(s, args.inner) for s in command["samples"]]
+            gpu_us = [case.gpu_timed(s) for s in command["samples"]] if args.gpu_time and case.cuda else None
+            send({"event": "samples", "us": us, "gpu_us": gpu_us})
             if args.release_memory:
                 case.release_memory()
         elif command["cmd"] == "finish":
@@ -355,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="iterations per timed sample, back to back, synchronised once")
     parser.add_argument("--coverage", type=int, default=0,
                         help="after timing, profile this many iterations for the share of kernels in CUDA graphs")
+    parser.add_argument("--gpu-time", action="store_true",
+                        help="after each timed sample, the device time of one more iteration")
     args = parser.parse_args(argv)
     proto = _protocol_stream()
     try:

@@ -1,0 +1,28 @@
+"""The benchmark worker's device-time measurement on a real GPU (skips without one)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_device_time_of_an_iteration_is_isolated_from_the_host() -> None:
+    """The device time of a graph replay is far below its host time, and a step that waits for
+    the device (``.item()``) cannot be isolated and says so with None."""
+    from grace.bench.modes import MODES
+    from grace.bench.worker import Case
+    from grace.bench.workloads import get
+
+    case = Case(get("micro-ptr-8"), MODES["pt2-nocg"], "cuda", 4096, "full")
+    case.warm_up(3)
+    gpu = sorted(case.gpu_timed(s) for s in range(5))
+    host = sorted(case.timed(s, inner=1) for s in range(5))
+    assert all(g is not None and g > 0 for g in gpu)
+    assert gpu[2] < host[2], "one small kernel: the device is busy for less than the host's call"
+    step = case.step
+    case.step = lambda fn, module, inputs: (step(fn, module, inputs), torch.ones(1, device="cuda").item())
+    case._sleep_cycles = 1 << 26  # two doublings to the limit
+    assert case.gpu_timed(0) is None
