@@ -22,6 +22,10 @@ def test_device_time_of_an_iteration_is_isolated_from_the_host() -> None:
     host = sorted(case.timed(s, inner=1) for s in range(5))
     assert all(g is not None and g > 0 for g in gpu)
     assert gpu[2] < host[2], "one small kernel: the device is busy for less than the host's call"
+    held = case._last_gpu_inputs
+    case.gpu_timed(9)
+    assert {t.data_ptr() for t in held}.isdisjoint(t.data_ptr() for t in case._last_gpu_inputs), \
+        "consecutive measured calls read inputs at new addresses"
     step = case.step
     case.step = lambda fn, module, inputs: (step(fn, module, inputs), torch.ones(1, device="cuda").item())
     case._sleep_cycles = 1 << 26  # two doublings to the limit

@@ -118,6 +118,7 @@ class Case:
         self.fp64_arbitrated = 0  # samples the float64 run found to be rounding
         self.no_fp64 = ""  # why no float64 run could be made, if none could
         self._sleep_cycles = 1 << 20  # gpu_timed's head start for the host: about 0.6 ms on an H100
+        self._last_gpu_inputs: tuple = ()  # held until the next gpu_timed call has made its own
 
     def sync(self) -> None:
         if self.cuda:
@@ -208,11 +209,14 @@ class Case:
         the events around it time the device's work alone, without the gaps where the GPU
         waits for the host. If the host was still queuing when the sleep ended, the sleep is
         doubled and the iteration run again; an iteration that waits for the device itself
-        (a ``.item()``) never gets ahead, and gives None.
+        (a ``.item()``) never gets ahead, and gives None. The previous call's inputs are held
+        while this one's are made, so that the two never share addresses: a replay that
+        updates pointers (PI) then does so on every measured call, as on every timed one.
         """
         import torch
 
         args = self.inputs(sample)
+        self._last_gpu_inputs = args
         start, end, slept = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
                              torch.cuda.Event())
         while True:

@@ -61,7 +61,7 @@ def draw(recs: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
 
     panels = [("", "per-iteration time (us, median, p10-p90)")]
     if any(r["gpu_median_us"] is not None for r in recs):
-        panels.append(("gpu_", "device time of an iteration (us, median, p10-p90)"))
+        panels.append(("gpu_", "device time (us, median, p10-p90)"))
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 3.5), squeeze=False)
     for ax, (prefix, ylabel) in zip(axes[0], panels):
         for mode, label in MODES.items():
