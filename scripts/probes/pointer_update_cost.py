@@ -62,9 +62,28 @@ def values_for(k: int) -> list[int]:
     return [0x7F0000000000 + 256 * (k * N + j) for j in range(N)]
 
 
-def main() -> None:
+def writer_function(source: str) -> Any:
+    """``grace_table_writer`` of ``source``, compiled with NVRTC for this GPU and loaded."""
     import torch
     from cuda.bindings import driver, nvrtc
+
+    _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"writer.cu", 0, [], [])
+    cc = torch.cuda.get_device_capability()
+    opts = [f"--gpu-architecture=sm_{cc[0]}{cc[1]}".encode()]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    _, size = nvrtc.nvrtcGetCUBINSize(prog)
+    cubin = b" " * size
+    nvrtc.nvrtcGetCUBIN(prog, cubin)
+    err, module = driver.cuModuleLoadData(cubin)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    _, function = driver.cuModuleGetFunction(module, b"grace_table_writer")
+    return function
+
+
+def main() -> None:
+    import torch
+    from cuda.bindings import driver
     from cuda.bindings import runtime as rt
 
     torch.cuda.init()
@@ -134,17 +153,7 @@ def main() -> None:
     check("batch memop (ctypes)", batch_memop)
 
     # writer kernel
-    err, prog = nvrtc.nvrtcCreateProgram(WRITER_SOURCE.encode(), b"writer.cu", 0, [], [])
-    major = torch.cuda.get_device_capability()[0] * 10 + torch.cuda.get_device_capability()[1]
-    opts = [f"--gpu-architecture=sm_{major}".encode()]
-    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
-    _, size = nvrtc.nvrtcGetCUBINSize(prog)
-    cubin = b" " * size
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    err, module = driver.cuModuleLoadData(cubin)
-    assert err == driver.CUresult.CUDA_SUCCESS, err
-    err, function = driver.cuModuleGetFunction(module, b"grace_table_writer")
+    function = writer_function(WRITER_SOURCE)
     launch = driver_fn(cu, "cuLaunchKernel")
     launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     arg_table = ctypes.c_uint64(dst)

@@ -23,7 +23,9 @@ from __future__ import annotations
 import ctypes
 import struct
 import time
-from typing import Any, Callable
+from typing import Callable
+
+from pointer_update_cost import driver_fn, writer_function  # this directory, run as a script
 
 KS = (1, 4, 16, 64)
 REPS = 20
@@ -36,33 +38,6 @@ extern "C" __global__ void grace_table_writer(unsigned long long* table, unsigne
   if (i < n) table[i] = values.v[i];
 }
 """
-
-
-def driver_fn(cu: Any, *names: str) -> Any:
-    for name in names:
-        fn = getattr(cu, name, None)
-        if fn is not None:
-            fn.restype = ctypes.c_int
-            return fn
-    raise AttributeError(f"none of {names} in libcuda")
-
-
-def writer_function() -> int:
-    import torch
-    from cuda.bindings import driver, nvrtc
-
-    _, prog = nvrtc.nvrtcCreateProgram(WRITER_SOURCE.encode(), b"writer.cu", 0, [], [])
-    cc = torch.cuda.get_device_capability()
-    opts = [f"--gpu-architecture=sm_{cc[0]}{cc[1]}".encode()]
-    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
-    _, size = nvrtc.nvrtcGetCUBINSize(prog)
-    cubin = b" " * size
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    err, module = driver.cuModuleLoadData(cubin)
-    assert err == driver.CUresult.CUDA_SUCCESS, err
-    _, function = driver.cuModuleGetFunction(module, b"grace_table_writer")
-    return int(function)
 
 
 def main() -> None:
@@ -80,7 +55,7 @@ def main() -> None:
     memcpy.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     launch = driver_fn(cu, "cuLaunchKernel")
     launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-    fptr = writer_function()
+    fptr = int(writer_function(WRITER_SOURCE))
 
     def ways(k: int) -> dict[str, Callable[[int], None]]:
         ops = ctypes.create_string_buffer(48 * k)
