@@ -1,4 +1,4 @@
-"""The pointer table's slot values and batched writes, and the mapping of launch arguments to slots (CPU)."""
+"""The pointer table's slot values and writes, and the mapping of launch arguments to slots (CPU)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from grace.pi.launch_args import runtime_arg_names, slot_requests
 from grace.pi.plan import Slot
-from grace.pi.table import BatchMemOpWriter, PointerTable
+from grace.pi.table import PointerTable, StagedCopyWriter
 
 
 def test_slot_values_are_input_pointers_plus_offsets() -> None:
@@ -39,42 +39,29 @@ def test_the_same_values_again_on_the_same_stream_are_not_copied_again() -> None
 
 
 class _Driver:
-    """Stands for cuStreamBatchMemOp: decodes each call's write operations from memory."""
+    """Stands for cuMemcpyHtoDAsync: reads the bytes the call is handed, at the time of the call
+    (the real driver stages them before it returns)."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[int, list[tuple[int, int, int]]]] = []
+        self.calls: list[tuple[int, int, list[int]]] = []
 
-    def __call__(self, stream: int, count: int, address: int, flags: int) -> int:
-        raw = ctypes.string_at(address, BatchMemOpWriter.OP_BYTES * count)
-        ops = [struct.unpack_from("<I4xQQ", raw, BatchMemOpWriter.OP_BYTES * k) for k in range(count)]
-        self.calls.append((stream, ops))
+    def __call__(self, dst: int, src: object, nbytes: int, stream: int) -> int:
+        raw = ctypes.string_at(ctypes.addressof(src), nbytes)
+        self.calls.append((stream, dst, list(struct.unpack(f"<{nbytes // 8}Q", raw))))
         return 0
 
 
-def test_batched_writes_carry_each_slot_address_and_value() -> None:
+def test_each_write_is_one_copy_of_the_whole_table_on_the_replay_stream() -> None:
     driver = _Driver()
-    writer = BatchMemOpWriter(0x1000, 3, driver)
+    writer = StagedCopyWriter(0x1000, 3, driver)
     writer.write([11, 22, 33], stream=5)
-    writer.write([44, 55, 66], stream=5)
-    op = BatchMemOpWriter.WRITE_VALUE_64
-    assert driver.calls == [
-        (5, [(op, 0x1000, 11), (op, 0x1008, 22), (op, 0x1010, 33)]),
-        (5, [(op, 0x1000, 44), (op, 0x1008, 55), (op, 0x1010, 66)]),
-    ]
-
-
-def test_a_table_of_more_than_255_slots_takes_one_call_per_255() -> None:
-    driver = _Driver()
-    writer = BatchMemOpWriter(0x2000, 600, driver)
-    writer.write(list(range(600)), stream=0)
-    assert [len(ops) for _, ops in driver.calls] == [255, 255, 90]
-    written = [(address, value) for _, ops in driver.calls for _, address, value in ops]
-    assert written == [(0x2000 + 8 * k, k) for k in range(600)]
+    writer.write([44, 55, 66], stream=6)
+    assert driver.calls == [(5, 0x1000, [11, 22, 33]), (6, 0x1000, [44, 55, 66])]
 
 
 def test_a_failed_write_raises() -> None:
-    writer = BatchMemOpWriter(0x1000, 1, lambda *args: 1)
-    with pytest.raises(RuntimeError, match="cuStreamBatchMemOp"):
+    writer = StagedCopyWriter(0x1000, 1, lambda *args: 1)
+    with pytest.raises(RuntimeError, match="cuMemcpyHtoDAsync"):
         writer.write([7], stream=0)
 
 
