@@ -10,7 +10,7 @@ import torch
 
 from grace.pi.launch_args import runtime_arg_names, slot_requests
 from grace.pi.plan import Slot
-from grace.pi.table import PointerTable, StagedCopyWriter
+from grace.pi.table import BatchMemOpWriter, PointerTable, StagedCopyWriter
 
 
 def test_slot_values_are_input_pointers_plus_offsets() -> None:
@@ -63,6 +63,60 @@ def test_a_failed_write_raises() -> None:
     writer = StagedCopyWriter(0x1000, 1, lambda *args: 1)
     with pytest.raises(RuntimeError, match="cuMemcpyHtoDAsync"):
         writer.write([7], stream=0)
+
+
+class _MemOpDriver:
+    """Stands for cuStreamBatchMemOp: decodes each call's write operations from memory."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, list[tuple[int, int, int]]]] = []
+
+    def __call__(self, stream: int, count: int, address: int, flags: int) -> int:
+        raw = ctypes.string_at(address, BatchMemOpWriter.OP_BYTES * count)
+        ops = [struct.unpack_from("<I4xQQ", raw, BatchMemOpWriter.OP_BYTES * k) for k in range(count)]
+        self.calls.append((stream, ops))
+        return 0
+
+
+def test_batched_writes_carry_each_slot_address_and_value() -> None:
+    driver = _MemOpDriver()
+    writer = BatchMemOpWriter(0x1000, 3, driver)
+    writer.write([11, 22, 33], stream=5)
+    writer.write([44, 55, 66], stream=5)
+    op = BatchMemOpWriter.WRITE_VALUE_64
+    assert driver.calls == [
+        (5, [(op, 0x1000, 11), (op, 0x1008, 22), (op, 0x1010, 33)]),
+        (5, [(op, 0x1000, 44), (op, 0x1008, 55), (op, 0x1010, 66)]),
+    ]
+
+
+def test_a_table_of_more_than_255_slots_takes_one_call_per_255() -> None:
+    driver = _MemOpDriver()
+    writer = BatchMemOpWriter(0x2000, 600, driver)
+    writer.write(list(range(600)), stream=0)
+    assert [len(ops) for _, ops in driver.calls] == [255, 255, 90]
+    written = [(address, value) for _, ops in driver.calls for _, address, value in ops]
+    assert written == [(0x2000 + 8 * k, k) for k in range(600)]
+
+
+def test_a_failed_memop_raises() -> None:
+    writer = BatchMemOpWriter(0x1000, 1, lambda *args: 1)
+    with pytest.raises(RuntimeError, match="cuStreamBatchMemOp"):
+        writer.write([7], stream=0)
+
+
+def test_the_configured_writer_is_used_and_a_wrong_name_is_refused(monkeypatch) -> None:
+    import grace.config
+    from grace.pi import table
+
+    monkeypatch.setattr(table, "memcpy_htod_async", lambda index: "copy call")
+    monkeypatch.setattr(table, "batch_mem_op", lambda index: "memop call")
+    with grace.config.patch(pi_table_write="copy"):
+        assert isinstance(table.gpu_writer(0x1000, 2, 0), StagedCopyWriter)
+    with grace.config.patch(pi_table_write="memop"):
+        assert isinstance(table.gpu_writer(0x1000, 2, 0), BatchMemOpWriter)
+    with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="memop, copy"):
+        table.gpu_writer(0x1000, 2, 0)
 
 
 def test_an_empty_table_is_refused() -> None:

@@ -4,11 +4,13 @@ Each replay writes the slots' new values (an input's data pointer plus the slot'
 into the device table on the current stream, the one the graph is then launched on, so the
 writes are ordered after every kernel of the previous replay and before every kernel of this one.
 
-On the GPU one driver call does it: ``cuMemcpyHtoDAsync`` of the whole table from pageable host
-memory. For a pageable source the driver copies the bytes to its own staging memory before it
-returns, so the host buffer is free again at once: a CPU running replays ahead of the GPU
-cannot hand a queued replay the next one's pointers, and there is nothing to wait for. The
-ways measured (``scripts/probes/table_write_device_cost.py``, H100, per write; run
+On the GPU one driver call does it, chosen by ``grace.config.pi_table_write``:
+``cuStreamBatchMemOp`` with a 64-bit write per slot ("memop", the values in the call's own
+parameters), or ``cuMemcpyHtoDAsync`` of the whole table from pageable host memory ("copy").
+Neither leaves a host buffer that a queued replay still needs (for a pageable source the
+driver copies the bytes to its own staging memory before it returns), so a CPU running replays
+ahead of the GPU cannot hand a queued replay the next one's pointers, and there is nothing to
+wait for. The ways measured (``scripts/probes/table_write_device_cost.py``, H100, per write; run
 20261125-s4):
 
 ================  ===============================  =====================
@@ -20,19 +22,25 @@ pinned memcpy     2.4, 2.4, 2.5, 2.6               4.5 (its buffer must then be 
 writer kernel     1.9, 2.0, 2.1, 2.3               8.9 .. 20
 ================  ===============================  =====================
 
-``cuStreamBatchMemOp``, the previous way, costs the GPU about 0.65 us a slot: with 64 slots a
-replay spent 47 us on the device against PT2-CG's 8 us of copies (Figure 9, run
-20261125-s4-fig9b). A pinned buffer is only safe reused behind an event per use (the first
-design, 7.6 us of host time a replay).
+``cuStreamBatchMemOp`` costs the GPU about 0.65 us a slot: with 64 slots a replay spent 47 us
+on the device against PT2-CG's 8 us of copies (Figure 9, run 20261125-s4-fig9b). The copy
+costs 0.8 us at any count; it is not yet the default because the GPU tests have not run with it.
+A pinned buffer is only safe reused behind an event per use (the first design, 7.6 us of host
+time a replay). A batch holds fewer than 256 operations, so a larger table takes one memop
+call per 255 slots.
 """
 
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from grace.pi.plan import Slot
+
+MAX_BATCH = 255  # cuStreamBatchMemOp: "count must be less than 256"
+WRITES = ("memop", "copy")  # grace.config.pi_table_write
 
 class _Writer(Protocol):
     def write(self, values: Sequence[int], stream: int) -> None:
@@ -64,7 +72,7 @@ class PointerTable:
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
             raw = torch._C._cuda_getCurrentRawStream  # an int, without making a Stream object
             self._current_stream = lambda: raw(index)
-            self._writer = StagedCopyWriter(self.table.data_ptr(), self.table.numel(), memcpy_htod_async(index))
+            self._writer = gpu_writer(self.table.data_ptr(), self.table.numel(), index)
         else:
             self._current_stream = lambda: 0
             self._writer = _TensorWriter(self.table)
@@ -92,6 +100,17 @@ class PointerTable:
             return
         self._writer.write(values, stream)
         self._last_values, self._last_stream = values, stream
+
+
+def gpu_writer(table_address: int, slots: int, device_index: int) -> _Writer:
+    """The writer ``grace.config.pi_table_write`` names, for a table on the GPU."""
+    from grace import config
+
+    if config.pi_table_write == "copy":
+        return StagedCopyWriter(table_address, slots, memcpy_htod_async(device_index))
+    if config.pi_table_write == "memop":
+        return BatchMemOpWriter(table_address, slots, batch_mem_op(device_index))
+    raise ValueError(f"grace.config.pi_table_write={config.pi_table_write!r}: choose one of {', '.join(WRITES)}")
 
 
 class _TensorWriter:
@@ -136,4 +155,53 @@ def memcpy_htod_async(device_index: int) -> Any:
         raise RuntimeError(f"GraCE pointer table (device {device_index}): cuMemcpyHtoDAsync not found "
                            f"({getattr(err, 'name', err)}, {status})")
     prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    return prototype(int(address))
+
+
+class BatchMemOpWriter:
+    """``cuStreamBatchMemOp`` with each slot's operation laid out once: a replay packs the
+    values into the operations and makes one call per 255 slots."""
+
+    OP_BYTES = 48  # sizeof(CUstreamBatchMemOpParams), a union padded to six 64-bit words
+    VALUE_AT = 16  # the 64-bit value of a CUstreamMemOpWriteValueParams
+    WRITE_VALUE_64 = 5  # CU_STREAM_MEM_OP_WRITE_VALUE_64
+
+    def __init__(self, table_address: int, slots: int, call: Any) -> None:
+        """``call(stream, count, params_address, flags) -> CUresult``: the driver function
+        (:func:`batch_mem_op`), or a stand-in in CPU tests."""
+        self._call = call
+        n = slots
+        self._ops = ctypes.create_string_buffer(self.OP_BYTES * n)
+        for k in range(n):
+            struct.pack_into("<I4xQ", self._ops, self.OP_BYTES * k, self.WRITE_VALUE_64, table_address + 8 * k)
+        base = ctypes.addressof(self._ops)
+        self._batches = tuple((base + self.OP_BYTES * k, min(MAX_BATCH, n - k)) for k in range(0, n, MAX_BATCH))
+        self._value_offsets = tuple(self.OP_BYTES * k + self.VALUE_AT for k in range(n))
+        self._pack = struct.Struct("<Q").pack_into
+
+    def write(self, values: Sequence[int], stream: int) -> None:
+        pack, ops = self._pack, self._ops
+        for offset, value in zip(self._value_offsets, values):
+            pack(ops, offset, value)
+        for address, count in self._batches:
+            err = self._call(stream, count, address, 0)
+            if err:
+                raise RuntimeError(f"GraCE pointer table: cuStreamBatchMemOp failed with CUresult {err}")
+
+
+def batch_mem_op(device_index: int) -> Any:
+    """The driver's ``cuStreamBatchMemOp`` (the version of CUDA 12's headers) as a ctypes
+    function, after checking that the device takes 64-bit stream writes."""
+    from cuda.bindings import driver
+
+    attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS
+    err, supported = driver.cuDeviceGetAttribute(attr, device_index)
+    if err != driver.CUresult.CUDA_SUCCESS or not supported:
+        raise RuntimeError(f"GraCE pointer table: device {device_index} does not support 64-bit stream "
+                           f"memory operations ({getattr(err, 'name', err)}, supported={supported})")
+    flags = driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+    err, address, status = driver.cuGetProcAddress(b"cuStreamBatchMemOp", 12000, flags)
+    if err != driver.CUresult.CUDA_SUCCESS or not int(address):
+        raise RuntimeError(f"GraCE pointer table: cuStreamBatchMemOp not found ({getattr(err, 'name', err)}, {status})")
+    prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_uint)
     return prototype(int(address))
