@@ -59,10 +59,11 @@ def test_each_write_is_one_copy_of_the_whole_table_on_the_replay_stream() -> Non
     assert driver.calls == [(5, 0x1000, [11, 22, 33]), (6, 0x1000, [44, 55, 66])]
 
 
-def test_a_failed_write_raises() -> None:
-    writer = StagedCopyWriter(0x1000, 1, lambda *args: 1)
-    with pytest.raises(RuntimeError, match="cuMemcpyHtoDAsync"):
-        writer.write([7], stream=0)
+@pytest.mark.parametrize("writer, call", [(StagedCopyWriter, "cuMemcpyHtoDAsync"),
+                                          (BatchMemOpWriter, "cuStreamBatchMemOp")])
+def test_a_failed_write_raises(writer: type, call: str) -> None:
+    with pytest.raises(RuntimeError, match=call):
+        writer(0x1000, 1, lambda *args: 1).write([7], stream=0)
 
 
 class _MemOpDriver:
@@ -97,12 +98,6 @@ def test_a_table_of_more_than_255_slots_takes_one_call_per_255() -> None:
     assert [len(ops) for _, ops in driver.calls] == [255, 255, 90]
     written = [(address, value) for _, ops in driver.calls for _, address, value in ops]
     assert written == [(0x2000 + 8 * k, k) for k in range(600)]
-
-
-def test_a_failed_memop_raises() -> None:
-    writer = BatchMemOpWriter(0x1000, 1, lambda *args: 1)
-    with pytest.raises(RuntimeError, match="cuStreamBatchMemOp"):
-        writer.write([7], stream=0)
 
 
 def test_the_configured_writer_is_used_and_a_wrong_name_is_refused(monkeypatch) -> None:
