@@ -348,14 +348,15 @@ class Recording:
                   inputs: Sequence[Any]) -> str | None:
         """Check the recorded graph against ``model`` run with stock kernels; None if they agree.
 
-        The reference is ``model`` (outside any capture, so every launch is stock) on copies of
-        the recording inputs. The graph is then replayed once with its indirected inputs moved
-        to new addresses and their placeholders overwritten (NaN in every float lane): a kernel
+        The reference is ``model`` (outside any capture, so every launch is stock) on the
+        recording inputs, as stock runs it. The graph is then replayed once with its indirected
+        inputs moved to new addresses (fresh copies) and their placeholders overwritten (NaN in every float lane): a kernel
         that still reads a placeholder reads the overwritten bytes, and an indirected kernel
         that computes anything else than the stock one differs too. Outputs are compared, and
         so are the inputs the graph mutates (a static buffer such as BatchNorm's running
-        statistics). Every tensor input's storage is put back after each run, so that the tree's
-        first replay reads and updates them as stock would; the placeholders get their bytes back
+        statistics). Every tensor input's storage is put back after each run, from snapshots
+        taken before the first and never handed to a run, so that the tree's first replay reads
+        and updates them as stock would; the placeholders get their bytes back
         and the pointers their placeholders' addresses before that replay. A graph that draws
         random numbers cannot be run again without advancing its generator: it is not checked,
         which counts as failing.

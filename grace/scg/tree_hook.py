@@ -293,7 +293,7 @@ def _release_profiling_memory(device: int) -> None:
 
     import torch
 
-    gc.collect()  # a node and its PI state refer to each other: collect them before the release
+    gc.collect()  # a graph still held by an uncollected reference cycle would keep its pool
     before = torch.cuda.memory_reserved(device)
     torch.cuda.empty_cache()
     log.debug("SCG: released %.1f MB reserved by the profile", (before - torch.cuda.memory_reserved(device)) / 1e6)
