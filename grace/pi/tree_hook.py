@@ -350,14 +350,14 @@ class Recording:
 
         The reference is ``model`` (outside any capture, so every launch is stock) on the
         recording inputs, as stock runs it. The graph is then replayed once with its indirected
-        inputs moved to new addresses (fresh copies) and their placeholders overwritten (NaN in every float lane): a kernel
-        that still reads a placeholder reads the overwritten bytes, and an indirected kernel
-        that computes anything else than the stock one differs too. Outputs are compared, and
-        so are the inputs the graph mutates (a static buffer such as BatchNorm's running
-        statistics). Every tensor input's storage is put back after each run, from snapshots
-        taken before the first and never handed to a run, so that the tree's first replay reads
-        and updates them as stock would; the placeholders get their bytes back
-        and the pointers their placeholders' addresses before that replay. A graph that draws
+        inputs moved to new addresses (fresh copies) and their placeholders overwritten (NaN in
+        every float lane): a kernel that still reads a placeholder reads the overwritten bytes,
+        and an indirected kernel that computes anything else than the stock one differs too.
+        Outputs are compared, and so are the inputs the graph mutates (a static buffer such as
+        BatchNorm's running statistics). Every tensor input's storage is put back after each
+        run, from snapshots taken before the first and never handed to a run, so that the
+        tree's first replay reads and updates them as stock would; the placeholders get their
+        bytes back and the pointers their placeholders' addresses before that replay. A graph that draws
         random numbers cannot be run again without advancing its generator: it is not checked,
         which counts as failing.
         """
