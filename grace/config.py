@@ -34,11 +34,10 @@ pi: bool = Config(default=True, env_name_force="GRACE_PI")
 # rewritten from the host before each replay.
 pi_strategy: str = Config(default="ptx", env_name_force="GRACE_PI_STRATEGY")
 
-# How a replay writes the pointer table on the GPU (grace.pi.table): "memop", one
-# cuStreamBatchMemOp (about 0.65 us of device time per slot); "copy", one cuMemcpyHtoDAsync
-# from a pageable buffer the driver stages (0.8 us at any slot count). "copy" is faster on the
-# device; it becomes the default once the GPU tests have run with it.
-pi_table_write: str = Config(default="memop", env_name_force="GRACE_PI_TABLE_WRITE")
+# How a replay writes the pointer table on the GPU (grace.pi.table): "copy", one
+# cuMemcpyHtoDAsync from a pageable buffer the driver stages (0.8 us of device time at any slot
+# count); "memop", one cuStreamBatchMemOp (about 0.65 us per slot).
+pi_table_write: str = Config(default="copy", env_name_force="GRACE_PI_TABLE_WRITE")
 
 # Selective CUDA graphs: profile each candidate graph at capture and deploy the fastest of
 # no graph, graph, graph with PI.

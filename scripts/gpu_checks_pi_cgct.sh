@@ -15,7 +15,7 @@
 # STEPS picks steps (default: all of "pi_tests pi_prelude_tests cgct_tests micro figure9"; the
 # suite workloads with large inputs, "pi_large" and "pi_dri", run only when named);
 # MICRO_WORKLOADS, MICRO_MODES and FIG9_WORKLOADS narrow the timed steps, for a call that
-# re-measures one thing.
+# re-measures one thing; MICRO_FLAGS adds bench flags to the micro step (e.g. --gpu-time).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh || exit 2
@@ -54,7 +54,7 @@ step cgct_tests "${CGCT_TESTS_S:-120}" "$PY" -m pytest -q -rs tests/test_cgct_cu
 step micro "${MICRO_S:-300}" "$PY" -m grace.bench --compile-together \
     --workloads "${MICRO_WORKLOADS:-micro-eos,micro-attn-numpy,micro-attn-float,micro-attn-cputensor,micro-cpu-tensor}" \
     --modes "${MICRO_MODES:-pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi}" --repeat "${REPEAT:-30}" --inner "${INNER:-20}" --coverage 3 \
-    --experiment gpu_checks --run-id "$RUN_ID"
+    --experiment gpu_checks --run-id "$RUN_ID" ${MICRO_FLAGS:-}
 if [[ $STEPS == *" micro "* ]]; then
   "$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \
       > "$CHECKS_DIR/tables.log" 2>&1

@@ -106,11 +106,12 @@ def test_the_configured_writer_is_used_and_a_wrong_name_is_refused(monkeypatch) 
 
     monkeypatch.setattr(table, "memcpy_htod_async", lambda index: "copy call")
     monkeypatch.setattr(table, "batch_mem_op", lambda index: "memop call")
+    assert isinstance(table.gpu_writer(0x1000, 2, 0), StagedCopyWriter)  # the default
     with grace.config.patch(pi_table_write="copy"):
         assert isinstance(table.gpu_writer(0x1000, 2, 0), StagedCopyWriter)
     with grace.config.patch(pi_table_write="memop"):
         assert isinstance(table.gpu_writer(0x1000, 2, 0), BatchMemOpWriter)
-    with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="memop, copy"):
+    with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="copy, memop"):
         table.gpu_writer(0x1000, 2, 0)
 
 

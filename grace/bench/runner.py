@@ -330,7 +330,9 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
     out_dir = results.run_dir(settings.experiment, settings.run_id, settings.results_dir)
     meta = {"settings": {k: str(v) for k, v in vars(settings).items()},
             "modes": [m.name for m in modes], "workloads": [t.workload.name for t in targets],
-            "machine": results.machine(), "versions": results.versions(), "command": results.command_line()}
+            "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
+            # the modes set their own switches; these are what every worker inherits besides
+            "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("GRACE_")}}
     with open(out_dir / f"meta.{os.getpid()}.json", "w") as f:
         json.dump(meta, f, indent=2)
     progress = Progress(len(targets) * (len(modes) + len(_rounds(settings.repeat, settings.chunk))))

@@ -5,12 +5,14 @@ into the device table on the current stream, the one the graph is then launched 
 writes are ordered after every kernel of the previous replay and before every kernel of this one.
 
 On the GPU one driver call does it, chosen by ``grace.config.pi_table_write``:
+``cuMemcpyHtoDAsync`` of the whole table from pageable host memory ("copy", the default), or
 ``cuStreamBatchMemOp`` with a 64-bit write per slot ("memop", the values in the call's own
-parameters), or ``cuMemcpyHtoDAsync`` of the whole table from pageable host memory ("copy").
-Neither leaves a host buffer that a queued replay still needs (for a pageable source the
-driver copies the bytes to its own staging memory before it returns), so a CPU running replays
-ahead of the GPU cannot hand a queued replay the next one's pointers, and there is nothing to
-wait for. The ways measured (``scripts/probes/table_write_device_cost.py``, H100, per write; run
+parameters). Neither leaves a host buffer that a queued replay still needs, so a CPU running
+replays ahead of the GPU cannot hand a queued replay the next one's pointers, and there is
+nothing to wait for: the driver documents ("API synchronization behavior") that a copy from
+pageable memory either is synchronous or has staged the bytes in its own memory when it
+returns, the property PyTorch's ``non_blocking`` copies from unpinned tensors rely on too.
+The ways measured (``scripts/probes/table_write_device_cost.py``, H100, per write; run
 20261125-s4):
 
 ================  ===============================  =====================
@@ -23,11 +25,11 @@ writer kernel     1.9, 2.0, 2.1, 2.3               8.9 .. 20
 ================  ===============================  =====================
 
 ``cuStreamBatchMemOp`` costs the GPU about 0.65 us a slot: with 64 slots a replay spent 47 us
-on the device against PT2-CG's 8 us of copies (Figure 9, run 20261125-s4-fig9b). The copy
-costs 0.8 us at any count; it is not yet the default because the GPU tests have not run with it.
-A pinned buffer is only safe reused behind an event per use (the first design, 7.6 us of host
-time a replay). A batch holds fewer than 256 operations, so a larger table takes one memop
-call per 255 slots.
+on the device against PT2-CG's 8 us of copies (Figure 9, run 20261125-s4-fig9b); with the copy
+it spent 6.9 us (run 20261125-s5-copy, where PI's GPU tests also passed with it). A pinned
+buffer is only safe reused behind an event per use (the first design, 7.6 us of host time a
+replay). A batch holds fewer than 256 operations, so a larger table takes one memop call per
+255 slots.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any, Protocol
 from grace.pi.plan import Slot
 
 MAX_BATCH = 255  # cuStreamBatchMemOp: "count must be less than 256"
-WRITES = ("memop", "copy")  # grace.config.pi_table_write
+WRITES = ("copy", "memop")  # grace.config.pi_table_write
 
 class _Writer(Protocol):
     def write(self, values: Sequence[int], stream: int) -> None:
