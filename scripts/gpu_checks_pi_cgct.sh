@@ -67,9 +67,8 @@ step pi_large "${PI_LARGE_S:-300}" "$PY" -m grace.bench --compile-together \
     --modes "${PI_LARGE_MODES:-pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-exec,grace}" \
     --repeat "${PI_LARGE_REPEAT:-15}" --experiment gpu_checks --run-id "$RUN_ID"
 # DR-I copies a 6.5 GB input per stock replay, read by cuBLAS (only strategy (3) redirects it).
-# Even with two modes only, the two workers and strategy (3)'s capture-time check did not fit
-# on an 80 GB H100 together (runs 20261125-s3-large and -s3-mem): the step is kept to measure
-# that once the check needs less memory.
+# Two workers did not fit on an 80 GB H100 together while strategy (3)'s capture-time check
+# kept its copies cached (runs 20261125-s3-large and -s3-mem); the check now gives them back.
 step pi_dri "${PI_DRI_S:-300}" "$PY" -m grace.bench --release-memory \
     --workloads DR-I --modes "${PI_DRI_MODES:-pt2-cg,grace-cgct-pi-exec}" \
     --repeat "${PI_DRI_REPEAT:-8}" --experiment gpu_checks --run-id "$RUN_ID"

@@ -263,6 +263,42 @@ def test_indirected_inputs_leave_no_placeholder_behind(pi) -> None:
     assert pools[True] + 2 * 4 * m <= pools[False], f"graph pools (bytes): {pools}"
 
 
+def test_the_capture_check_gives_its_copies_back(pi, monkeypatch) -> None:
+    """The capture-time check holds a snapshot and a moved copy of each indirected input and the
+    stock run's outputs (for DR-I, three times 6.5 GB); once it has run, that memory is no
+    longer reserved by the process."""
+    from grace.pi.tree_hook import Recording
+
+    m = 1 << 24  # 64 MiB of float32 per input
+    reserved: dict[str, int] = {}
+    compare, validate = Recording._compare, Recording._validate
+
+    def compare_then_note(self: Any, *args: Any) -> Any:
+        why = compare(self, *args)
+        reserved["after the check"] = torch.cuda.memory_reserved()
+        return why
+
+    def validate_then_note(self: Any, *args: Any) -> Any:
+        why = validate(self, *args)
+        reserved["after its release"] = torch.cuda.memory_reserved()
+        return why
+
+    monkeypatch.setattr(Recording, "_compare", compare_then_note)
+    monkeypatch.setattr(Recording, "_validate", validate_then_note)
+
+    def f(a: Any, b: Any) -> Any:
+        return a * 2 + b
+
+    cf = torch.compile(f, mode="reduce-overhead")
+    for step in range(3):
+        a, b = _fresh(m), _fresh(m)
+        torch.testing.assert_close(cf(a, b), f(a, b), msg=f"call {step}")
+    (node,) = _nodes()
+    assert node.grace_pi is not None and set(node.grace_pi.plan.indirected) == {0, 1}
+    released = reserved["after the check"] - reserved["after its release"]
+    assert released >= 2 * 4 * m, f"reserved bytes: {reserved}"
+
+
 def test_with_the_switch_off_no_node_has_a_plan() -> None:
     if not _overlay_active():
         pytest.skip("GraCE's overlay with the PI patch is not active here (run `make setup`)")
