@@ -69,8 +69,10 @@ step pi_large "${PI_LARGE_S:-300}" "$PY" -m grace.bench --compile-together \
 # DR-I copies a 6.5 GB input per stock replay, read by cuBLAS (only strategy (3) redirects it).
 # Two workers did not fit on an 80 GB H100 together while strategy (3)'s capture-time check
 # kept its copies cached (runs 20261125-s3-large and -s3-mem); the check now gives them back.
+# Workers start in the order of the modes: strategy (3)'s first, so that its capture-time check
+# (a snapshot, a moved copy and the stock run's 6.5 GB output) has the device to itself.
 step pi_dri "${PI_DRI_S:-300}" "$PY" -m grace.bench --release-memory \
-    --workloads DR-I --modes "${PI_DRI_MODES:-pt2-cg,grace-cgct-pi-exec}" \
+    --workloads DR-I --modes "${PI_DRI_MODES:-grace-cgct-pi-exec,pt2-cg}" \
     --repeat "${PI_DRI_REPEAT:-8}" --experiment gpu_checks --run-id "$RUN_ID"
 if [[ $STEPS == *" pi_large "* || $STEPS == *" pi_dri "* ]]; then
   "$PY" -m grace.report tables23 --experiment gpu_checks --run-id "$RUN_ID" --tables-dir "$CHECKS_DIR/tables" \

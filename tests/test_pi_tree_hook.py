@@ -651,3 +651,19 @@ def test_records_of_graphs_that_are_not_the_programs_are_discarded() -> None:
     assert [r.name for r in report.records()] == ["graph 0", "graph 3"]
     assert report.summarize(report.records())["graphs"] == 2
     report.reset()
+
+
+@pytest.mark.parametrize("chunk", [1 << 26, 7, 1])
+def test_outputs_are_compared_in_row_chunks_and_a_late_difference_is_found(chunk: int) -> None:
+    a = torch.arange(60, dtype=torch.float32).reshape(20, 3)
+    assert tree_hook._first_difference([a, 2], [a.clone(), 2], chunk=chunk) is None
+    b = a.clone()
+    b[17, 2] += 1.0
+    why = tree_hook._first_difference([a], [b], chunk=chunk)
+    assert why is not None and "max |difference| 1" in why
+    ints, other = torch.arange(10), torch.arange(10)
+    other[9] = -1
+    assert "1 elements differ" in tree_hook._first_difference([ints], [other], chunk=chunk)
+    assert tree_hook._first_difference([torch.tensor(1.0)], [torch.tensor(1.0)], chunk=chunk) is None
+    t = a.t()  # non-contiguous rows compare as views too
+    assert tree_hook._first_difference([t], [b.t()], chunk=chunk) is not None
