@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from grace.report.cgct_pi import table2, table3
 
 
@@ -26,7 +28,7 @@ def test_table3_reports_bytes_before_and_after_and_graphs_with_pi() -> None:
     assert rec == {"workload": "micro-eos", "mode": "grace-cgct-pi", "status": "ok", "graphs": 2,
                    "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
                    "pointers_per_replay": 2, "peak_mem_bytes": 8000, "peak_mem_bytes_pt2_cg": 9000,
-                   "graph_pool_bytes": 1 << 20, "graph_pool_bytes_pt2_cg": 2 << 20}
+                   "graph_pool_bytes": 1 << 20, "graph_pool_bytes_pt2_cg": 2 << 20, "run_id": None}
 
 
 def test_table2_gives_the_compile_time_a_mode_adds_to_pt2_cg_at_its_latest_row() -> None:
@@ -49,3 +51,43 @@ def test_graph_pool_bytes_counts_private_pool_segments_only(monkeypatch) -> None
                 {"total_size": 4 << 20, "segment_pool_id": (0, 2)}]
     monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda: snapshot)
     assert trees.graph_pool_bytes() == 24 << 20
+
+
+def _write_run(results: Path, experiment: str, run_id: str, rows: list[dict]) -> None:
+    import json
+
+    run = results / "raw" / experiment / run_id
+    run.mkdir(parents=True)
+    (run / "rows.jsonl").write_text("".join(json.dumps({**r, "run_id": run_id}) + "\n" for r in rows))
+
+
+def test_tables23_also_reads_later_runs_whose_rows_replace_the_first_runs(tmp_path, capsys) -> None:
+    import csv
+
+    from grace.report.__main__ import main
+
+    summary = {"graphs": 1, "graphs_with_pi": 0, "copy_bytes_pt2_cg": 64, "copy_bytes_grace": 64,
+               "pointers_per_replay": 0}
+    results = tmp_path / "results"
+    _write_run(results, "tables23", "first", [
+        {**_row("grace-cgct-pi", pi={"summary": summary}), "workload": "EOS"},
+        {**_row("grace-cgct-pi-exec", pi={"summary": summary}), "workload": "DR-I"}])
+    _write_run(results, "gpu_checks", "later", [
+        {**_row("pt2-cg", pi=None, peak_replay_mem_bytes=7), "workload": "EOS"},
+        {**_row("pt2-cg", pi=None, peak_replay_mem_bytes=9), "workload": "DR-I"},
+        {**_row("grace-cgct-pi-exec", pi={"summary": {**summary, "graphs_with_pi": 1, "copy_bytes_grace": 0}}),
+         "workload": "DR-I"}])
+    tables = tmp_path / "tables"
+    assert main(["tables23", "--experiment", "tables23", "--run-id", "first", "--also", "gpu_checks/later",
+                 "--results-dir", str(results), "--tables-dir", str(tables)]) == 0
+    with open(tables / "table3_pi_copy.csv") as f:
+        by_workload = {r["workload"]: r for r in csv.DictReader(f)}
+    assert by_workload["EOS"]["run_id"] == "first" and by_workload["EOS"]["peak_mem_bytes_pt2_cg"] == ""
+    assert by_workload["DR-I"]["run_id"] == "later" and by_workload["DR-I"]["copy_bytes_grace"] == "0"
+    assert by_workload["DR-I"]["peak_mem_bytes_pt2_cg"] == "9"  # PT2-CG of its own run only
+    capsys.readouterr()
+    assert main(["tables23", "--experiment", "tables23", "--run-id", "first", "--also", "later",
+                 "--results-dir", str(results), "--tables-dir", str(tables)]) == 2
+    assert "expected EXPERIMENT/RUN_ID" in capsys.readouterr().err
+    assert main(["tables23", "--experiment", "tables23", "--run-id", "first", "--also", "gpu_checks/none",
+                 "--results-dir", str(results), "--tables-dir", str(tables)]) == 2

@@ -5,7 +5,8 @@ decision tables (Table 4), the never-slower comparison and Figure 13 (compile ti
 ``--second-run-id`` for a run that reused the first run's decision cache). ``baseline`` writes
 ``baseline_pt2.csv`` (stock PT2 on every workload: times, compile times, graphs, skip reasons)
 and its figure. ``tables23`` writes Table 2 (share of kernels in CUDA graphs, from rows of a run
-made with ``--coverage``) and Table 3 (bytes copied per replay with and without PI). ``figure9``
+made with ``--coverage``) and Table 3 (bytes copied per replay with and without PI), each row
+naming its run; ``--also`` adds later runs' rows, which replace the first run's. ``figure9``
 draws per-iteration time against the number of indirected parameters (``--workloads figure9``).
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
@@ -41,6 +42,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--workloads", default=None,
                    help="baseline: the run's --workloads (a config name or path, or names); listed "
                         "workloads without rows get 'not run' rows")
+    p.add_argument("--also", action="append", default=[], metavar="EXPERIMENT/RUN_ID",
+                   help="tables23: rows of a further run, read after the first run's, so that its "
+                        "rows for a workload and mode replace the first run's (repeatable)")
     p.add_argument("--second-run-id", default=None,
                    help="scg: a run of the same experiment that reused the first run's SCG cache")
     return p.parse_args(argv)
@@ -83,6 +87,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(records_io.format_rows(recs))
         return 0
     if args.figure == "tables23":
+        try:
+            for spec in args.also:
+                experiment, sep, run_id = spec.partition("/")
+                if not (sep and experiment and run_id):
+                    raise figures.ReportError(f"--also {spec!r}: expected EXPERIMENT/RUN_ID")
+                rows = rows + figures.load_run(experiment, run_id, args.results_dir)
+        except figures.ReportError as e:
+            print(f"grace.report: {e}", file=sys.stderr)
+            return 2
         return tables23_report(rows, args)
     if args.figure == "scg":
         second = figures.load_run(args.experiment, args.second_run_id, args.results_dir) if args.second_run_id else None

@@ -10,7 +10,9 @@
   timed iteration (allocator statistics, which do not see graph pools) and the bytes of the
   CUDA graph pools after timing (where placeholders live), each against PT2-CG's in the same run.
 
-A workload with several rows for a mode (retries) is taken at its last one.
+A workload with several rows for a mode (retries) is taken at its last one. Rows may come from
+several runs (``python -m grace.report tables23 --also``): a later run's row replaces an
+earlier one, each row names its run, and PT2-CG's columns come from PT2-CG's row of that run.
 """
 
 from __future__ import annotations
@@ -24,13 +26,18 @@ def _latest(rows: Sequence[dict]) -> dict[tuple[str, str], dict]:
     return {(row["workload"], row["mode"]): row for row in rows}
 
 
-def _pt2_cg(latest: dict[tuple[str, str], dict], workload: str, key: str) -> Any:
-    row = latest.get((workload, "pt2-cg"))
-    return None if row is None else row.get(key)
+def _pt2_cg_rows(rows: Sequence[dict]) -> dict[tuple[Any, str], dict]:
+    """PT2-CG's latest row per run and workload: a mode is compared with PT2-CG of its own run."""
+    return {(row.get("run_id"), row["workload"]): row for row in rows if row["mode"] == "pt2-cg"}
+
+
+def _pt2_cg(baselines: dict[tuple[Any, str], dict], row: dict, key: str) -> Any:
+    base = baselines.get((row.get("run_id"), row["workload"]))
+    return None if base is None else base.get(key)
 
 
 def table2(rows: Sequence[dict]) -> list[dict[str, Any]]:
-    latest = _latest(rows)
+    latest, baselines = _latest(rows), _pt2_cg_rows(rows)
     out = []
     for row in latest.values():
         cov = row.get("coverage")
@@ -41,12 +48,12 @@ def table2(rows: Sequence[dict]) -> list[dict[str, Any]]:
                     "unlinked": cov["unlinked"], "share_in_graphs": round(cov["share"], 4),
                     "compile_s": row.get("compile_s"),
                     "compile_s_over_pt2_cg": _difference(row.get("compile_s"),
-                                                         _pt2_cg(latest, row["workload"], "compile_s"))})
+                                                         _pt2_cg(baselines, row, "compile_s"))})
     return out
 
 
 def table3(rows: Sequence[dict]) -> list[dict[str, Any]]:
-    latest = _latest(rows)
+    latest, baselines = _latest(rows), _pt2_cg_rows(rows)
     out = []
     for row in latest.values():
         pi = row.get("pi")
@@ -58,9 +65,10 @@ def table3(rows: Sequence[dict]) -> list[dict[str, Any]]:
                     "copy_bytes_pt2_cg": s["copy_bytes_pt2_cg"], "copy_bytes_grace": s["copy_bytes_grace"],
                     "pointers_per_replay": s["pointers_per_replay"],
                     "peak_mem_bytes": row.get("peak_replay_mem_bytes"),
-                    "peak_mem_bytes_pt2_cg": _pt2_cg(latest, row["workload"], "peak_replay_mem_bytes"),
+                    "peak_mem_bytes_pt2_cg": _pt2_cg(baselines, row, "peak_replay_mem_bytes"),
                     "graph_pool_bytes": row.get("graph_pool_bytes"),
-                    "graph_pool_bytes_pt2_cg": _pt2_cg(latest, row["workload"], "graph_pool_bytes")})
+                    "graph_pool_bytes_pt2_cg": _pt2_cg(baselines, row, "graph_pool_bytes"),
+                    "run_id": row.get("run_id")})
     return out
 
 
