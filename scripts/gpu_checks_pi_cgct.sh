@@ -15,7 +15,8 @@
 # STEPS picks steps (default: all of "pi_tests pi_prelude_tests cgct_tests micro figure9"; the
 # suite workloads with large inputs, "pi_large" and "pi_dri", run only when named);
 # MICRO_WORKLOADS, MICRO_MODES and FIG9_WORKLOADS narrow the timed steps, for a call that
-# re-measures one thing; MICRO_FLAGS adds bench flags to the micro step (e.g. --gpu-time).
+# re-measures one thing; MICRO_FLAGS and PI_LARGE_FLAGS add bench flags to those steps (e.g.
+# --gpu-time).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh || exit 2
@@ -65,7 +66,7 @@ fi
 step pi_large "${PI_LARGE_S:-300}" "$PY" -m grace.bench --compile-together \
     --workloads "${PI_LARGE_WORKLOADS:-LCNET,ALNET,EOS}" \
     --modes "${PI_LARGE_MODES:-pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-exec,grace}" \
-    --repeat "${PI_LARGE_REPEAT:-15}" --experiment gpu_checks --run-id "$RUN_ID"
+    --repeat "${PI_LARGE_REPEAT:-15}" --experiment gpu_checks --run-id "$RUN_ID" ${PI_LARGE_FLAGS:-}
 # DR-I copies a 6.5 GB input per stock replay, read by cuBLAS (only strategy (3) redirects it).
 # Two workers did not fit on an 80 GB H100 together while strategy (3)'s capture-time check
 # kept its copies cached (runs 20261125-s3-large and -s3-mem); the check now gives them back.
