@@ -8,8 +8,11 @@ stock PyTorch. Set them from Python::
     with grace.config.patch(pi=False): ...
 
 or from the environment, read when this module is first imported: ``GRACE_CGCT=0``,
-``GRACE_PI=0``, ``GRACE_SCG=0`` ("1" forces on). ``GRACE_DISABLE=1`` goes further and keeps
-the patched sources from loading at all (see :mod:`grace._autoload`).
+``GRACE_PI=0``, ``GRACE_SCG=0`` ("1" turns one on). The environment sets a switch's default
+and Python settings override it, so that GraCE's own scoped patches (SCG records a candidate
+graph with PI off to time it against PI on) hold in a process started with ``GRACE_PI=1``.
+``GRACE_DISABLE=1`` goes further and keeps the patched sources from loading at all (see
+:mod:`grace._autoload`).
 
 This module imports torch (it reuses torch's config machinery), so only code that already runs
 inside torch.compile, or user code, imports it; the interpreter-start hook never does.
@@ -22,26 +25,26 @@ from torch.utils._config_module import Config, install_config_module
 
 # CUDA-Graph-aware code transformation: rewrite IR so CPU scalars, CPU tensors copied in
 # forward and needless CPU outputs stop keeping kernels out of CUDA graphs.
-cgct: bool = Config(default=True, env_name_force="GRACE_CGCT")
+cgct: bool = Config(default=True, env_name_default="GRACE_CGCT")
 
 # Parameter indirection: graph replays copy 8-byte pointers, not input tensors.
-pi: bool = Config(default=True, env_name_force="GRACE_PI")
+pi: bool = Config(default=True, env_name_default="GRACE_PI")
 
 # How PI redirects a graph's reads (grace.pi.tree_hook): "ptx", Triton kernels recompiled to
 # load their inputs' pointers from a per-graph table (the paper's way); "prelude", a kernel at
 # the graph's root rewriting every kernel's arguments from that table on the device (the
 # paper's way for vendor kernels); "exec-update", the instantiated graph's kernel arguments
 # rewritten from the host before each replay.
-pi_strategy: str = Config(default="ptx", env_name_force="GRACE_PI_STRATEGY")
+pi_strategy: str = Config(default="ptx", env_name_default="GRACE_PI_STRATEGY")
 
 # How a replay writes the pointer table on the GPU (grace.pi.table): "copy", one
 # cuMemcpyHtoDAsync from a pageable buffer the driver stages (0.8 us of device time at any slot
 # count); "memop", one cuStreamBatchMemOp (about 0.65 us per slot).
-pi_table_write: str = Config(default="copy", env_name_force="GRACE_PI_TABLE_WRITE")
+pi_table_write: str = Config(default="copy", env_name_default="GRACE_PI_TABLE_WRITE")
 
 # Selective CUDA graphs: profile each candidate graph at capture and deploy the fastest of
 # no graph, graph, graph with PI.
-scg: bool = Config(default=True, env_name_force="GRACE_SCG")
+scg: bool = Config(default=True, env_name_default="GRACE_SCG")
 
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved
 # rounds, timed calls per choice per round; and the margin by which a more involved choice must

@@ -40,6 +40,20 @@ def test_python_patch_is_scoped() -> None:
     assert (config.pi, config.scg) == (True, True)
 
 
+def test_python_overrides_the_environment() -> None:
+    """SCG times a graph with PI off against PI on through ``config.patch``: the environment
+    that turned PI on for the process (the benchmark's modes do) must not override it."""
+    code = ("import json, grace.config as c\n"
+            "with c.patch(pi=False, pi_strategy='ptx'):\n"
+            "    inside = (c.pi, c.pi_strategy)\n"
+            "print(json.dumps([inside, (c.pi, c.pi_strategy)]))")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={**clean, "GRACE_PI": "1", "GRACE_PI_STRATEGY": "exec-update"}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [[False, "ptx"], [True, "exec-update"]]
+
+
 def test_log_level_from_environment() -> None:
     code = "import logging, grace.log as l; print(l.get_logger().level)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
