@@ -79,8 +79,13 @@ def report() -> tuple[list[str], bool]:
         lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")
         from grace.pi.plan import PRELUDE, STRATEGIES
 
+        from grace.pi.table import WRITES
+
+        if config.pi_table_write not in WRITES:
+            healthy = False
+            lines.append(f"  ERROR: GRACE_PI_TABLE_WRITE={config.pi_table_write!r}: choose one of {', '.join(WRITES)}")
         if config.pi_strategy in STRATEGIES:
-            lines.append(f"pi         strategy {config.pi_strategy}")
+            lines.append(f"pi         strategy {config.pi_strategy}, table write {config.pi_table_write}")
             if config.pi_strategy == PRELUDE:
                 line, builds = prelude_line()
                 lines.append(line)

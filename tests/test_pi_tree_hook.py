@@ -667,3 +667,13 @@ def test_outputs_are_compared_in_row_chunks_and_a_late_difference_is_found(chunk
     assert tree_hook._first_difference([torch.tensor(1.0)], [torch.tensor(1.0)], chunk=chunk) is None
     t = a.t()  # non-contiguous rows compare as views too
     assert tree_hook._first_difference([t], [b.t()], chunk=chunk) is not None
+
+
+def test_a_wrong_table_write_is_refused_before_the_capture() -> None:
+    import grace.config
+
+    placeholders = [torch.zeros(4)]
+    with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="choose one of copy, memop"):
+        start_recording("cpu", placeholders, non_static_input_idx=[0])
+    with grace.config.patch(pi_table_write="pinned", pi_strategy=EXEC_UPDATE):  # writes no table
+        assert start_recording("cpu", placeholders, non_static_input_idx=[0]) is not None

@@ -104,15 +104,22 @@ class PointerTable:
         self._last_values, self._last_stream = values, stream
 
 
-def gpu_writer(table_address: int, slots: int, device_index: int) -> _Writer:
-    """The writer ``grace.config.pi_table_write`` names, for a table on the GPU."""
+def write_mode() -> str:
+    """``grace.config.pi_table_write``, checked (before a capture, so that a wrong name stops
+    the program where it is set rather than after a graph is recorded)."""
     from grace import config
 
-    if config.pi_table_write == "copy":
+    chosen = config.pi_table_write
+    if chosen not in WRITES:
+        raise ValueError(f"grace.config.pi_table_write={chosen!r}: choose one of {', '.join(WRITES)}")
+    return chosen
+
+
+def gpu_writer(table_address: int, slots: int, device_index: int) -> _Writer:
+    """The writer ``grace.config.pi_table_write`` names, for a table on the GPU."""
+    if write_mode() == "copy":
         return StagedCopyWriter(table_address, slots, memcpy_htod_async(device_index))
-    if config.pi_table_write == "memop":
-        return BatchMemOpWriter(table_address, slots, batch_mem_op(device_index))
-    raise ValueError(f"grace.config.pi_table_write={config.pi_table_write!r}: choose one of {', '.join(WRITES)}")
+    return BatchMemOpWriter(table_address, slots, batch_mem_op(device_index))
 
 
 class _TensorWriter:

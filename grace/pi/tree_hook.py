@@ -81,7 +81,7 @@ from grace.pi import report
 from grace.pi.guard import InputLayout, ReplayGuard
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
 from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, GraphPlan, Placeholder, Reference, Slot, plan_graph
-from grace.pi.table import PointerTable
+from grace.pi.table import PointerTable, write_mode as table_write_mode
 
 log = get_logger("grace.pi")
 
@@ -661,6 +661,8 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
     import torch
 
     chosen = strategy()
+    if chosen != EXEC_UPDATE:  # the two table strategies write the table on every replay
+        table_write_mode()
     alignment = ALIGNMENT if chosen == PTX else VENDOR_ALIGNMENT
     tracked: dict[int, _Tracked] = {}
     for i in non_static_input_idx:
