@@ -677,3 +677,40 @@ def test_a_wrong_table_write_is_refused_before_the_capture() -> None:
         start_recording("cpu", placeholders, non_static_input_idx=[0])
     with grace.config.patch(pi_table_write="pinned", pi_strategy=EXEC_UPDATE):  # writes no table
         assert start_recording("cpu", placeholders, non_static_input_idx=[0]) is not None
+
+
+def test_operators_that_draw_or_read_random_state_are_named() -> None:
+    aten = torch.ops.aten
+    x = torch.zeros(4)
+    assert tree_hook.random_use(aten.add.Tensor, (x, x), {}) is None
+    assert "draws random numbers" in tree_hook.random_use(aten.bernoulli_.float, (x, 0.5), {})
+    assert "draws random numbers" in tree_hook.random_use(aten.native_dropout.default, (x, 0.1, True), {})
+    sdpa = aten._scaled_dot_product_efficient_attention.default  # (q, k, v, bias, compute_lse, dropout_p=0.)
+    assert tree_hook.random_use(sdpa, (x, x, x, None, True), {}) is None
+    assert tree_hook.random_use(sdpa, (x, x, x, None, True, 0.0), {}) is None
+    assert "draws random numbers" in tree_hook.random_use(sdpa, (x, x, x, None, True), {"dropout_p": 0.1})
+    backward = aten._scaled_dot_product_flash_attention_backward.default
+    names = [a.name for a in backward._schema.arguments]
+    args = [x] * len(names)
+    args[names.index("dropout_p")] = 0.1
+    assert "reads random-number state" in tree_hook.random_use(backward, tuple(args), {})
+    args[names.index("dropout_p")] = 0.0
+    assert tree_hook.random_use(backward, tuple(args), {}) is None
+
+
+@pytest.mark.parametrize("strategy", [PTX, EXEC_UPDATE])
+def test_a_graph_seen_drawing_random_numbers_is_not_run_outside_its_capture(built, strategy: str) -> None:
+    import grace.config
+
+    placeholder = torch.randn(64)
+    with grace.config.patch(pi_strategy=strategy):
+        rec = start_recording("cpu", [placeholder], non_static_input_idx=[0])
+    with rec.active():
+        torch.ops.aten.add.Tensor(placeholder, 1)
+        assert rec.random_use is None
+        torch.ops.aten.native_dropout.default(torch.ones(8), 0.5, True)
+        torch.ops.aten.bernoulli_.float(torch.ones(8), 0.5)
+    assert rec.random_use is not None and "native_dropout" in rec.random_use  # the first one seen
+    ran = []
+    why = rec._compare(None, [], None, None, [], [], lambda args: ran.append(args), [placeholder])
+    assert why is not None and "outside its capture" in why and not ran

@@ -32,7 +32,9 @@ instead of copying their bytes. Three moments, each a call from the patch
 3. After the capture, :meth:`Recording.finish` decides per input (:func:`grace.pi.plan.plan_graph`)
    and checks the graph against the recorded function run with stock kernels, replaying it
    with the indirected inputs moved and their placeholders overwritten. If they differ, or the
-   check cannot run (a graph that draws random numbers cannot be run twice), the graph is not
+   check cannot run (a graph that draws random numbers cannot be run twice, and one that
+   reads random-number state a captured forward saved, such as attention's philox seed, must
+   not run outside a capture: the dispatch mode notes both, :func:`random_use`), the graph is not
    trusted: the patch records it again with PI off, exactly as stock PyTorch would, and the log
    says why. Inputs the graph mutates are compared too, and put back. Otherwise the node gets its
    :class:`PIReplay` (an input keeps its copy if an output aliases it, if the graph mutates
@@ -113,6 +115,7 @@ class Recording:
     blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
     has_rng: bool = False  # a generator among the inputs: replays advance its state
     strategy: str = PTX
+    random_use: str | None = None  # an operator seen drawing or reading random-number state
 
     @property
     def keeps_graph(self) -> bool:
@@ -123,12 +126,13 @@ class Recording:
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
-        """Redirect Triton launches and watch ATen operators while the graph records (strategy
-        "ptx"; "exec-update" records stock and reads the graph afterwards)."""
+        """Watch ATen operators while the graph records, and under strategy "ptx" redirect
+        Triton launches ("exec-update" and "prelude" record stock and read the graph after)."""
         if self.strategy != PTX:
-            yield
+            with _OperatorWatch(self, placeholders=False):
+                yield
             return
-        with _receiving_launches(self), _PlaceholderUses(self):
+        with _receiving_launches(self), _OperatorWatch(self, placeholders=True):
             yield
 
     def owner_of(self, arg: Any) -> _Tracked | None:
@@ -383,6 +387,8 @@ class Recording:
 
         if self.has_rng:
             return "the graph draws random numbers, so it cannot be run twice to be checked"
+        if self.random_use is not None:  # run outside the capture it could differ, or crash
+            return f"the graph cannot be run outside its capture to be checked: {self.random_use}"
         placeholders = {t.input_index: inputs[t.input_index] for t in self.tracked.values()}
         mutated = [i for i in mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]
         saved = before = _StorageSnapshot({})
@@ -808,10 +814,11 @@ def _like(recorded: Any) -> Any:
     return torch.empty_strided(recorded.size(), recorded.stride(), dtype=recorded.dtype, device=recorded.device)
 
 
-class _PlaceholderUses:
-    """A dispatch mode that notes every non-view ATen operator handed a placeholder."""
+class _OperatorWatch:
+    """A dispatch mode over the capture that notes every non-view ATen operator handed a
+    placeholder (with ``placeholders``), and the first that draws or reads random numbers."""
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Recording, placeholders: bool) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         rec = recording
@@ -820,12 +827,15 @@ class _PlaceholderUses:
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 from torch.utils._pytree import tree_leaves
 
-                if not func.is_view:
-                    for leaf in tree_leaves((args, kwargs or {})):
+                kwargs = kwargs or {}
+                if placeholders and not func.is_view:
+                    for leaf in tree_leaves((args, kwargs)):
                         t = rec.owner_of(leaf)
                         if t is not None:
                             rec.block(t.input_index, f"read by {func}")
-                return func(*args, **(kwargs or {}))
+                if rec.random_use is None:
+                    rec.random_use = random_use(func, args, kwargs)
+                return func(*args, **kwargs)
 
         self._mode = Mode()
 
@@ -834,6 +844,32 @@ class _PlaceholderUses:
 
     def __exit__(self, *exc: object) -> None:
         self._mode.__exit__(*exc)
+
+
+def random_use(func: Any, args: Sequence[Any], kwargs: dict) -> str | None:
+    """Why running ``func`` outside the capture would not do what the captured graph does, or None.
+
+    An operator that draws random numbers draws others outside the capture (the graph's draws
+    come from the generator's graph-safe state), so the check would fail for no fault of PI and
+    advance the program's generator besides. An operator that reads random-number state (the
+    philox seed and offset that flash and memory-efficient attention save for their backward)
+    reads, after a captured forward, device tensors that it dereferences on the host when not
+    capturing: DGPT2's and MT5's training backward crashed the process that way (run
+    20261125-s5-tables23). Attention without dropout draws nothing.
+    """
+    import torch
+
+    arguments = func._schema.arguments
+    names = [a.name for a in arguments]
+    if "dropout_p" in names:
+        k = names.index("dropout_p")
+        if not kwargs.get("dropout_p", args[k] if k < len(args) else arguments[k].default_value):
+            return None
+    if any("philox" in n or "rng_state" in n for n in names):
+        return f"{func} reads random-number state"
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        return f"{func} draws random numbers"
+    return None
 
 
 @contextlib.contextmanager
