@@ -317,3 +317,24 @@ def test_with_the_switch_off_no_node_has_a_plan() -> None:
         assert _nodes() and all(n.grace_pi is None for n in _nodes())
     torch._dynamo.reset()
     cudagraph_trees.reset_cudagraph_trees()
+
+
+def test_training_attention_with_dropout_is_never_run_outside_its_capture() -> None:
+    """Attention with dropout saves a philox seed that a captured forward keeps on the device;
+    the backward run outside a capture would dereference it on the host (DGPT2 and MT5 training
+    died with SIGSEGV in PI's check that way). PI notes the operator during the capture and
+    records such graphs again stock. In its own process, so a crash fails the test."""
+    import os
+    import subprocess
+    import sys
+
+    from grace.paths import REPO_ROOT
+
+    if not _overlay_active():
+        pytest.skip("GraCE's overlay with the PI patch is not active here (run `make setup`)")
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/rng_training.py"), "--case",
+                           "sdpa-dropout-pi"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
+                          env={**os.environ, "GRACE_LOGS": "info"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "step 4 loss" in out and "cannot be run outside its capture" in out, out[-3000:]

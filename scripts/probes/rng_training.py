@@ -10,7 +10,8 @@ Each case runs in its own process, so a crash is reported as an exit status, not
 
 A case names the switches it sets: ``fallback`` (Inductor's ``fallback_random``, as the
 benchmark sets for stochastic workloads) or ``inductor`` (Inductor's own RNG), ``dropout`` or
-``no-dropout``, and ``pi`` or ``stock`` (``GRACE_PI``).
+``no-dropout``, and ``pi`` or ``stock`` (``GRACE_PI``); ``sdpa`` cases add attention with
+dropout (``scaled_dot_product_attention``), whose backward reads the forward's philox seed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import subprocess
 import sys
 
 CASES = [f"{rng}-{drop}-{pi}" for rng in ("fallback", "inductor") for drop in ("dropout", "no-dropout")
-         for pi in ("pi", "stock")]
+         for pi in ("pi", "stock")] + [f"sdpa-{drop}-{pi}" for drop in ("dropout", "no-dropout") for pi in ("pi", "stock")]
 
 
 def run_case(case: str) -> int:
@@ -33,7 +34,7 @@ def run_case(case: str) -> int:
 
     import grace.config
 
-    inductor_config.fallback_random = rng == "fallback"
+    inductor_config.fallback_random = rng in ("fallback", "sdpa")
     grace.config.pi = pi == "pi"
     grace.config.scg = False
 
@@ -46,6 +47,10 @@ def run_case(case: str) -> int:
 
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
             h = self.drop(self.embed(ids) + 1.0)
+            if rng == "sdpa":
+                q = h.unflatten(-1, (4, 16)).transpose(1, 2)
+                a = torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.1 if drop == "dropout" else 0.0)
+                h = h + a.transpose(1, 2).flatten(-2)
             return torch.nn.functional.cross_entropy(self.proj(h).flatten(0, 1), ids.flatten())
 
     torch.manual_seed(0)
