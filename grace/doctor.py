@@ -78,7 +78,6 @@ def report() -> tuple[list[str], bool]:
         off = [s for s in SWITCHES if not getattr(config, s)]
         lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")
         from grace.pi.plan import PRELUDE, STRATEGIES
-
         from grace.pi.table import WRITES
 
         if config.pi_table_write not in WRITES:

@@ -38,3 +38,17 @@ def graph_pool_bytes() -> int:
 
     return sum(int(seg["total_size"]) for seg in torch.cuda.memory_snapshot()
                if tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0))
+
+
+def release_cached_memory(device: Any) -> int:
+    """Return the caching allocator's free segments to ``device``; the bytes given back.
+
+    For capture-time work that held large temporaries (SCG's private trees, PI's check): left
+    cached, they would stay reserved for the life of the process. Pools still in use (the real
+    tree's) are untouched. Synchronizes; never on a timed path.
+    """
+    import torch
+
+    before = torch.cuda.memory_reserved(device)
+    torch.cuda.empty_cache()
+    return before - torch.cuda.memory_reserved(device)

@@ -164,3 +164,21 @@ def test_a_value_specialized_in_the_signature_only_is_still_passed() -> None:
     names = runtime_arg_names(arg_names, {"XBLOCK"}, 7)
     assert names == arg_names[:7]
     assert runtime_arg_names(arg_names, {"XBLOCK"}, 8, extra=["ws_ptr"])[-1] == "ws_ptr"
+
+
+def test_driver_entry_points_are_looked_up_by_name_and_a_missing_one_is_named(monkeypatch) -> None:
+    driver = pytest.importorskip("cuda.bindings.driver")
+    from grace.pi import table
+
+    asked: list[bytes] = []
+
+    def lookup(name: bytes, version: int, flags: object) -> tuple:
+        asked.append(name)
+        return driver.CUresult.CUDA_SUCCESS, 0x1234, None
+
+    monkeypatch.setattr(driver, "cuGetProcAddress", lookup)
+    fn = table.memcpy_htod_async(0)
+    assert asked == [b"cuMemcpyHtoDAsync"] and ctypes.cast(fn, ctypes.c_void_p).value == 0x1234
+    monkeypatch.setattr(driver, "cuGetProcAddress", lambda *a: (driver.CUresult.CUDA_ERROR_NOT_FOUND, 0, None))
+    with pytest.raises(RuntimeError, match="cuMemcpyHtoDAsync not found"):
+        table.memcpy_htod_async(0)

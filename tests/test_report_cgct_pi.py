@@ -91,3 +91,14 @@ def test_tables23_also_reads_later_runs_whose_rows_replace_the_first_runs(tmp_pa
     assert "expected EXPERIMENT/RUN_ID" in capsys.readouterr().err
     assert main(["tables23", "--experiment", "tables23", "--run-id", "first", "--also", "gpu_checks/none",
                  "--results-dir", str(results), "--tables-dir", str(tables)]) == 2
+
+
+def test_release_cached_memory_reports_what_empty_cache_gave_back(monkeypatch) -> None:
+    import torch
+
+    from grace import trees
+
+    reserved = [5 << 20]
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved[0])
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: reserved.__setitem__(0, 2 << 20))
+    assert trees.release_cached_memory(0) == 3 << 20

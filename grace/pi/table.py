@@ -44,6 +44,7 @@ from grace.pi.plan import Slot
 MAX_BATCH = 255  # cuStreamBatchMemOp: "count must be less than 256"
 WRITES = ("copy", "memop")  # grace.config.pi_table_write
 
+
 class _Writer(Protocol):
     def write(self, values: Sequence[int], stream: int) -> None:
         """Queue the table's new ``values`` on ``stream``."""
@@ -154,16 +155,21 @@ class StagedCopyWriter:
 
 
 def memcpy_htod_async(device_index: int) -> Any:
-    """The driver's ``cuMemcpyHtoDAsync`` (the version of CUDA 12's headers) as a ctypes
-    function. ``device_index`` is the device whose context is current when it is called."""
+    """The driver's ``cuMemcpyHtoDAsync`` as a ctypes function (called with ``device_index``'s
+    context current)."""
+    return _driver_function(b"cuMemcpyHtoDAsync", ctypes.CFUNCTYPE(
+        ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p))
+
+
+def _driver_function(name: bytes, prototype: Any) -> Any:
+    """The driver entry point ``name``, in the version of CUDA 12's headers, as ``prototype``
+    (a ctypes function type)."""
     from cuda.bindings import driver
 
     flags = driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
-    err, address, status = driver.cuGetProcAddress(b"cuMemcpyHtoDAsync", 12000, flags)
+    err, address, status = driver.cuGetProcAddress(name, 12000, flags)
     if err != driver.CUresult.CUDA_SUCCESS or not int(address):
-        raise RuntimeError(f"GraCE pointer table (device {device_index}): cuMemcpyHtoDAsync not found "
-                           f"({getattr(err, 'name', err)}, {status})")
-    prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+        raise RuntimeError(f"GraCE pointer table: {name.decode()} not found ({getattr(err, 'name', err)}, {status})")
     return prototype(int(address))
 
 
@@ -208,9 +214,5 @@ def batch_mem_op(device_index: int) -> Any:
     if err != driver.CUresult.CUDA_SUCCESS or not supported:
         raise RuntimeError(f"GraCE pointer table: device {device_index} does not support 64-bit stream "
                            f"memory operations ({getattr(err, 'name', err)}, supported={supported})")
-    flags = driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
-    err, address, status = driver.cuGetProcAddress(b"cuStreamBatchMemOp", 12000, flags)
-    if err != driver.CUresult.CUDA_SUCCESS or not int(address):
-        raise RuntimeError(f"GraCE pointer table: cuStreamBatchMemOp not found ({getattr(err, 'name', err)}, {status})")
-    prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_uint)
-    return prototype(int(address))
+    return _driver_function(b"cuStreamBatchMemOp", ctypes.CFUNCTYPE(
+        ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_uint))

@@ -78,6 +78,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grace import trees
 from grace.log import get_logger
 from grace.pi import report
 from grace.pi.guard import InputLayout, ReplayGuard
@@ -128,11 +129,8 @@ class Recording:
     def active(self) -> Iterator[None]:
         """Watch ATen operators while the graph records, and under strategy "ptx" redirect
         Triton launches ("exec-update" and "prelude" record stock and read the graph after)."""
-        if self.strategy != PTX:
-            with _OperatorWatch(self, placeholders=False):
-                yield
-            return
-        with _receiving_launches(self), _OperatorWatch(self, placeholders=True):
+        ptx = self.strategy == PTX
+        with _receiving_launches(self) if ptx else contextlib.nullcontext(), _OperatorWatch(self, placeholders=ptx):
             yield
 
     def owner_of(self, arg: Any) -> _Tracked | None:
@@ -356,13 +354,9 @@ class Recording:
         run's outputs: for DR-I, three times its 6.5 GB input. Left cached by the allocator,
         that would stay reserved for the life of the process, beside the graph's own pool.
         """
-        import torch
-
         why = self._compare(node, outputs, plan, pointers, placeholder_ptrs, mutated_input_idxs, model, inputs)
         if self.device.type == "cuda":
-            before = torch.cuda.memory_reserved(self.device)
-            torch.cuda.empty_cache()
-            log.debug("PI: the check's copies released %.1f MB", (before - torch.cuda.memory_reserved(self.device)) / 1e6)
+            log.debug("PI: the check's copies released %.1f MB", trees.release_cached_memory(self.device) / 1e6)
         return why
 
     def _compare(self, node: Any, outputs: Sequence[Any], plan: GraphPlan, pointers: Any,
@@ -379,9 +373,9 @@ class Recording:
         BatchNorm's running statistics). Every tensor input's storage is put back after each
         run, from snapshots taken before the first and never handed to a run, so that the
         tree's first replay reads and updates them as stock would; the placeholders get their
-        bytes back and the pointers their placeholders' addresses before that replay. A graph that draws
-        random numbers cannot be run again without advancing its generator: it is not checked,
-        which counts as failing.
+        bytes back and the pointers their placeholders' addresses before that replay. A graph
+        that draws random numbers, or reads random-number state (:func:`random_use`), is not
+        run outside its capture: it is not checked, which counts as failing.
         """
         import torch
 

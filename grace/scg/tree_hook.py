@@ -294,9 +294,7 @@ def _release_profiling_memory(device: int) -> None:
     import torch
 
     gc.collect()  # a graph still held by an uncollected reference cycle would keep its pool
-    before = torch.cuda.memory_reserved(device)
-    torch.cuda.empty_cache()
-    log.debug("SCG: released %.1f MB reserved by the profile", (before - torch.cuda.memory_reserved(device)) / 1e6)
+    log.debug("SCG: released %.1f MB reserved by the profile", trees.release_cached_memory(device) / 1e6)
 
 
 def _call_on_list(fn: Callable[[list[Any]], object], inputs: list[Any]) -> object:
