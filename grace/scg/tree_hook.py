@@ -291,8 +291,6 @@ def _release_profiling_memory(device: int) -> None:
     """
     import gc
 
-    import torch
-
     gc.collect()  # a graph still held by an uncollected reference cycle would keep its pool
     log.debug("SCG: released %.1f MB reserved by the profile", trees.release_cached_memory(device) / 1e6)
 
