@@ -46,6 +46,13 @@ pi_table_write: str = Config(default="copy", env_name_default="GRACE_PI_TABLE_WR
 # no graph, graph, graph with PI.
 scg: bool = Config(default=True, env_name_default="GRACE_SCG")
 
+# What SCG deploys whatever it measured: "" deploys the measured choice; "graph" never keeps a
+# function out of CUDA graphs (it still profiles on private trees, reports and caches what it
+# measured, and picks between a graph with and without PI as measured). For users who want SCG's
+# report without its keep-out, and for running PyTorch's CUDA graph trees tests, which expect
+# every function recorded.
+scg_force: str = Config(default="", env_name_default="GRACE_SCG_FORCE")
+
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved
 # rounds, timed calls per choice per round; and the margin by which a more involved choice must
 # beat a simpler one's median to replace it (grace.scg.choose).

@@ -25,6 +25,24 @@ class Choice(enum.Enum):
 
 SIMPLICITY: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI)
 
+FORCE_VALUES = ("", "graph")  # grace.config.scg_force
+
+
+def forced(measured: Choice, force: str, medians_us: dict[Choice, float] | None = None) -> Choice:
+    """The choice to deploy when ``grace.config.scg_force`` is ``force`` and SCG measured
+    ``measured`` (``medians_us``: the profile's medians, if any). "graph" turns a measured
+    keep-out into the faster of the graphs profiled (a graph with PI only if it was profiled
+    and beat the one without); "" deploys what was measured. Anything else is refused by name."""
+    if force not in FORCE_VALUES:
+        raise ValueError(f"grace.config.scg_force={force!r}: choose one of "
+                         + ", ".join(repr(v) for v in FORCE_VALUES))
+    if force != "graph" or measured is not Choice.NO_GRAPH:
+        return measured
+    medians = medians_us or {}
+    if Choice.GRAPH_PI in medians and medians[Choice.GRAPH_PI] < medians.get(Choice.GRAPH, float("inf")):
+        return Choice.GRAPH_PI
+    return Choice.GRAPH
+
 
 @dataclass(frozen=True)
 class Decision:

@@ -43,6 +43,7 @@ Invariants
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import re
 import time
@@ -55,7 +56,7 @@ from grace.log import get_logger
 from grace.pi import report as pi_report
 from grace.scg import cache, report
 from grace.scg.candidate import Candidate, describe, innermost
-from grace.scg.choose import Choice, decide
+from grace.scg.choose import Choice, decide, forced
 from grace.scg.profile import ProfileSettings, time_choices
 from grace.stats import percentile
 from grace.versions import installed_version
@@ -88,8 +89,15 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
         return False  # SCG's own private tree records what it is told to
     decided = _decided.setdefault(manager, {})
     if function_id not in decided:
+        force = config.scg_force
+        forced(Choice.GRAPH, force)  # a wrong setting is refused before anything is profiled
         record = _decide(manager, new_inputs, function_id)
-        decided[function_id] = Choice(record.choice)
+        deployed = forced(Choice(record.choice), force, {Choice(c): t for c, t in record.medians_us.items()})
+        if deployed.value != record.choice:
+            record = dataclasses.replace(record, choice=deployed.value, reason=(
+                f"{record.reason} [measured {record.choice}; deployed {deployed.value}: "
+                f"grace.config.scg_force={force!r}]"))
+        decided[function_id] = deployed
         if Choice.GRAPH_PI.value in record.medians_us:
             _pi_measured.setdefault(manager, set()).add(function_id)
             if decided[function_id] is Choice.GRAPH:  # recorded with PI off: Table 3 counts its copies

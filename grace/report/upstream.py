@@ -1,0 +1,193 @@
+"""PyTorch's CUDA graph trees tests under each GraCE configuration: which pass, and which differ
+from stock.
+
+``scripts/run_upstream_cudagraph_tests.sh`` runs upstream's ``test_cudagraph_trees.py`` once per
+configuration below, each into ``results/raw/upstream_cudagraph_trees/<run>/<configuration>/``
+(``junit.xml``, ``pytest.log``). This module names the configurations (the script asks it for
+each one's environment) and reads a run back into
+``results/processed/upstream_cudagraph_trees.csv`` (``configuration,passed,failed,errors,skipped``)
+and ``upstream_cudagraph_trees_differ.md``: every test whose outcome under a configuration is not
+its outcome under stock, with the first line of its failure.
+
+    python -m grace.report.upstream --list            # configuration names
+    python -m grace.report.upstream --env pi-ptx      # its environment, KEY=VALUE ...
+    python -m grace.report.upstream [--run-id RUN]    # the table and the differences
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from grace.paths import RESULTS_DIR
+
+EXPERIMENT = "upstream_cudagraph_trees"
+STOCK = "stock"
+
+# Each configuration's environment. SCG's decisions are forced to "graph" wherever SCG is on,
+# except in the "-free" configurations, so that every test records what it expects recorded and
+# still goes through SCG's profiling on private trees; the "-free" ones show what SCG's own
+# keep-out changes.
+_GRACE_ON = {"GRACE_DISABLE": "0"}
+CONFIGURATIONS: dict[str, dict[str, str]] = {
+    STOCK: {"GRACE_DISABLE": "1"},
+    "cgct": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "0", "GRACE_SCG": "0"},
+    "pi-ptx": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "1", "GRACE_SCG": "0", "GRACE_PI_STRATEGY": "ptx"},
+    "pi-prelude": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "1", "GRACE_SCG": "0", "GRACE_PI_STRATEGY": "prelude"},
+    "pi-exec-update": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "1", "GRACE_SCG": "0",
+                       "GRACE_PI_STRATEGY": "exec-update"},
+    "scg": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph"},
+    "all": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph"},
+    "all-free": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": ""},
+}
+
+OUTCOMES = ("passed", "failed", "errors", "skipped")
+_LOG_LINE = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b.*?(\S+\.py::\S+)|(\S+\.py::\S+)\s.*?\b(PASSED|FAILED|ERROR|SKIPPED)\b")
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: str  # one of OUTCOMES, or "not run" (the configuration's pytest ended first)
+    message: str = ""
+
+
+def env_line(name: str) -> str:
+    if name not in CONFIGURATIONS:
+        raise KeyError(f"no configuration {name!r}; choose from {', '.join(CONFIGURATIONS)}")
+    return " ".join(f"{k}={v}" for k, v in CONFIGURATIONS[name].items())
+
+
+def read_junit(path: Path) -> dict[str, Result]:
+    """Test id (``Class::test``) -> outcome, from pytest's junit XML."""
+    out: dict[str, Result] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        test = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        outcome, message = "passed", ""
+        for child in case:  # a failure or error outranks a skip (an error in teardown of a skip)
+            tag = {"failure": "failed", "error": "errors", "skipped": "skipped"}.get(child.tag)
+            if tag is not None and (outcome in ("passed", "skipped")):
+                outcome, message = tag, (child.get("message") or child.text or "").strip()
+        out[test] = Result(outcome, _first_line(message))
+    return out
+
+
+def read_log(path: Path) -> dict[str, Result]:
+    """Test id -> outcome from a verbose pytest log: for a configuration whose pytest was stopped
+    before writing its junit XML."""
+    kinds = {"PASSED": "passed", "FAILED": "failed", "ERROR": "errors", "SKIPPED": "skipped",
+             "XFAIL": "skipped", "XPASS": "passed"}
+    out: dict[str, Result] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        m = _LOG_LINE.search(line)
+        if m is None:
+            continue
+        word, node = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        test = node.split(".py::", 1)[1]
+        out.setdefault(test, Result(kinds[word]))
+    return out
+
+
+def read_configuration(folder: Path) -> dict[str, Result]:
+    junit, log = folder / "junit.xml", folder / "pytest.log"
+    if junit.is_file() and junit.stat().st_size:
+        try:
+            return read_junit(junit)
+        except ET.ParseError:
+            pass
+    return read_log(log) if log.is_file() else {}
+
+
+def _first_line(message: str) -> str:
+    for line in message.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def counts(results: dict[str, Result]) -> dict[str, int]:
+    return {o: sum(r.outcome == o for r in results.values()) for o in OUTCOMES}
+
+
+def differences(stock: dict[str, Result], other: dict[str, Result]) -> list[tuple[str, Result, Result]]:
+    """Tests whose outcome differs from stock's (a test stock ran that the other did not, too)."""
+    out = []
+    for test in sorted(set(stock) | set(other)):
+        s, o = stock.get(test, Result("not run")), other.get(test, Result("not run"))
+        if s.outcome != o.outcome:
+            out.append((test, s, o))
+    return out
+
+
+def write_report(run_dir: Path, processed: Path) -> tuple[Path, Path]:
+    configs = [c for c in CONFIGURATIONS if (run_dir / c).is_dir()]
+    configs += sorted(p.name for p in run_dir.iterdir() if p.is_dir() and p.name not in CONFIGURATIONS)
+    if not configs:
+        raise FileNotFoundError(f"no configuration folders in {run_dir}")
+    results = {c: read_configuration(run_dir / c) for c in configs}
+    processed.mkdir(parents=True, exist_ok=True)
+    table = processed / f"{EXPERIMENT}.csv"
+    with table.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["configuration", *OUTCOMES])
+        for c in configs:
+            n = counts(results[c])
+            w.writerow([c, *(n[o] for o in OUTCOMES)])
+    lines = [f"# Upstream CUDA graph trees tests: outcomes that differ from stock",
+             "", f"Run `{run_dir.name}` (`{run_dir}`); the table is `{table}`.", ""]
+    stock = results.get(STOCK, {})
+    for c in configs:
+        if c == STOCK:
+            continue
+        diff = differences(stock, results[c]) if stock else []
+        lines.append(f"## {c} ({env_line(c) if c in CONFIGURATIONS else 'unknown configuration'})")
+        lines.append("")
+        if not stock:
+            lines.append("No stock results in this run to compare with.")
+        elif not diff:
+            lines.append("Every test has stock's outcome.")
+        else:
+            lines += ["| test | stock | this configuration | message |", "| --- | --- | --- | --- |"]
+            lines += [f"| `{t}` | {s.outcome} | {o.outcome} | {o.message.replace('|', '/')} |" for t, s, o in diff]
+        lines.append("")
+    differ = processed / f"{EXPERIMENT}_differ.md"
+    differ.write_text("\n".join(lines))
+    return table, differ
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m grace.report.upstream", description=__doc__.splitlines()[0])
+    p.add_argument("--list", action="store_true", help="print the configuration names")
+    p.add_argument("--env", metavar="CONFIGURATION", help="print one configuration's environment")
+    p.add_argument("--run-id", default=None, help="default: the run latest.txt names")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    args = p.parse_args(argv)
+    if args.list:
+        print(" ".join(CONFIGURATIONS))
+        return 0
+    if args.env:
+        try:
+            print(env_line(args.env))
+        except KeyError as e:
+            print(f"grace.report.upstream: {e.args[0]}", file=sys.stderr)
+            return 2
+        return 0
+    root = args.results_dir / "raw" / EXPERIMENT
+    run_id = args.run_id or ((root / "latest.txt").read_text().strip() if (root / "latest.txt").is_file() else None)
+    if run_id is None or not (root / run_id).is_dir():
+        print(f"grace.report.upstream: no run {run_id or '(latest.txt missing)'} under {root}; "
+              "run scripts/run_upstream_cudagraph_tests.sh on a GPU machine", file=sys.stderr)
+        return 2
+    table, differ = write_report(root / run_id, args.results_dir / "processed")
+    print(table.read_text(), end="")
+    print(f"differences from stock: {differ}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
