@@ -19,6 +19,22 @@ from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX
 from grace.pi.tree_hook import PIReplay, start_recording
 
 
+def _generated_function() -> Any:
+    """A function of a module registered as Inductor's output (PI records only generated code)."""
+    import types
+
+    from torch._inductor.codecache import PyCodeCache
+
+    module = types.ModuleType("grace_test_generated")
+    exec("def call(args):\n    raise AssertionError('a recording in these tests never runs its model')\n",
+         module.__dict__)
+    PyCodeCache.modules.append(module)
+    return module.call
+
+
+GENERATED = _generated_function()
+
+
 @dataclass
 class FakeVariant:
     calls: list[tuple] = field(default_factory=list)
@@ -58,7 +74,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[FakeVariant]:
 @pytest.fixture
 def recording(built: list[FakeVariant]) -> tuple[Any, list[torch.Tensor], list[FakeVariant]]:
     placeholders = [torch.zeros(64), torch.zeros(16, 4), 7]  # input 2 is an int, never a placeholder
-    rec = start_recording("cpu", placeholders, non_static_input_idx=[0, 1, 2])
+    rec = start_recording("cpu", placeholders, non_static_input_idx=[0, 1, 2], model=GENERATED)
     return rec, placeholders, built
 
 
@@ -168,28 +184,6 @@ def test_guard_failure_copies_that_replay_and_points_its_slot_at_the_placeholder
     assert rec.table_storage[:2].tolist() == [ptr0, b.data_ptr()]
 
 
-def test_released_placeholders_leave_the_node_and_a_copy_goes_to_a_temporary(recording) -> None:
-    rec, placeholders, _ = recording
-    x, y, _ = placeholders
-    rec.launch(autotuner(), LAUNCHER, [x, y, torch.zeros(1), 64], {}, stream=0)
-    node = _node(placeholders)
-    placeholders[:2] = [None, None]
-    del x, y
-    replay = rec.finish([], "graph 0").replay
-    held = {0: torch.empty(64), 1: torch.empty(16, 4), 5: torch.empty(3)}  # 5: a copied input
-    replay.release_placeholders(held)
-    assert replay.released == {0, 1} and list(held) == [5], "only the indirected inputs' are freed"
-    target = node.reconstructed_inputs[0].clone()
-    misaligned = torch.randn(65)[1:]
-    b = torch.randn(16, 4)
-    replay.replay(node, [misaligned, b, 7])
-    assert torch.equal(node.reconstructed_inputs[0], target), "the freed placeholder is not written"
-    slot0 = rec.table_storage[0].item()
-    assert slot0 not in (node.reconstructed_inputs[0].data_ptr(), misaligned.data_ptr()), "a temporary"
-    assert slot0 % 16 == 0
-    assert rec.table_storage[1].item() == b.data_ptr()
-
-
 def test_an_output_aliasing_a_placeholder_or_a_mutated_input_keeps_the_copy(recording) -> None:
     rec, placeholders, _ = recording
     x, y, _ = placeholders
@@ -206,7 +200,16 @@ def test_an_output_aliasing_a_placeholder_or_a_mutated_input_keeps_the_copy(reco
 
 
 def test_nothing_to_track_means_no_recording() -> None:
-    assert start_recording("cpu", [3, torch.zeros(2)], non_static_input_idx=[0]) is None
+    assert start_recording("cpu", [3, torch.zeros(2)], non_static_input_idx=[0], model=GENERATED) is None
+
+
+def test_a_function_that_is_not_generated_code_records_stock() -> None:
+    """The check runs the function once more, which only Inductor's generated code allows."""
+    def user_function(args: list[Any]) -> Any:
+        return args[0] * 2
+
+    assert start_recording("cpu", [torch.zeros(2)], non_static_input_idx=[0], model=user_function) is None
+    assert start_recording("cpu", [torch.zeros(2)], non_static_input_idx=[0], model=GENERATED) is not None
 
 
 def test_each_finished_recording_is_reported_for_table_3(recording) -> None:
@@ -244,7 +247,7 @@ def test_warmup_builds_the_variants_of_kernels_reading_non_static_inputs(built) 
     (variant,) = built
     assert variant.names == ["in_ptr0"] and not variant.calls, "built, not launched: warm-up runs stock"
     placeholders = [torch.zeros(64), torch.zeros(64), torch.zeros(64)]
-    rec = start_recording("cpu", placeholders, non_static_input_idx=[0])
+    rec = start_recording("cpu", placeholders, non_static_input_idx=[0], model=GENERATED)
     assert rec.launch(kernel, LAUNCHER, [placeholders[0], weight, torch.zeros(64), 64], {}, stream=0) \
         == "variant launched"
     assert len(built) == 1 and variant.calls, "the capture finds the warm-up's variant and launches it"
@@ -286,7 +289,7 @@ def stock_model(args: list[Any]) -> list[torch.Tensor]:
 
 def _recorded(built: Any, through_table: bool, factor: float = 2.0) -> tuple[Any, Any, torch.Tensor]:
     placeholder = torch.randn(64)
-    rec = start_recording("cpu", [placeholder], non_static_input_idx=[0])
+    rec = start_recording("cpu", [placeholder], non_static_input_idx=[0], model=GENERATED)
     rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
     return rec, FakeNode(rec, placeholder, through_table, factor), placeholder
 
@@ -333,7 +336,7 @@ def test_a_check_that_cannot_run_means_recording_again(built) -> None:
 def test_a_graph_that_mutates_a_buffer_is_checked_on_it_and_the_buffer_is_put_back(built, graph_step: float,
                                                                                    why: str | None) -> None:
     placeholder, buffer = torch.randn(64), torch.zeros(4)
-    rec = start_recording("cpu", [placeholder, buffer], non_static_input_idx=[0])
+    rec = start_recording("cpu", [placeholder, buffer], non_static_input_idx=[0], model=GENERATED)
     rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
     node = FakeNode(rec, placeholder, through_table=True)
     replay = node.graph.replay
@@ -355,7 +358,7 @@ def test_a_graph_that_mutates_a_buffer_is_checked_on_it_and_the_buffer_is_put_ba
 
 def test_a_graph_that_draws_random_numbers_is_recorded_again(built) -> None:
     placeholder = torch.randn(64)
-    rec = start_recording("cpu", [placeholder, torch.Generator()], non_static_input_idx=[0])
+    rec = start_recording("cpu", [placeholder, torch.Generator()], non_static_input_idx=[0], model=GENERATED)
     rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
     node = FakeNode(rec, placeholder, through_table=True)
     finished = rec.finish([], "graph 9", node, [node.out], stock_model, [placeholder, torch.Generator()])
@@ -366,7 +369,7 @@ def test_the_check_puts_back_copied_placeholders_whose_memory_the_graph_reused(b
     """A graph may reuse a copied input's placeholder for a later buffer once it has read it; the
     check's replay then leaves other bytes there, which the tree's first replay would read."""
     x, y = torch.randn(64), torch.randn(64)
-    rec = start_recording("cpu", [x, y], non_static_input_idx=[0, 1])
+    rec = start_recording("cpu", [x, y], non_static_input_idx=[0, 1], model=GENERATED)
     rec.launch(autotuner(), LAUNCHER, [x, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
     rec.block(1, "read by aten.mm.default")
     node = FakeNode(rec, x, through_table=True)
@@ -433,7 +436,7 @@ def _exec_recording(monkeypatch: pytest.MonkeyPatch, node_kinds: str = "kernel")
 
     x = torch.randn(64)
     with grace.config.patch(pi_strategy="exec-update"):
-        rec = start_recording("cpu", [x], non_static_input_idx=[0])
+        rec = start_recording("cpu", [x], non_static_input_idx=[0], model=GENERATED)
     assert rec.keeps_graph and rec.table_storage is None
     node = ExecNode(x)
     nodes: list[Any] = [exec_update.KernelNode(0, "sm90_gemm", (node.args[0].raw,))]
@@ -488,7 +491,7 @@ def _prelude_recording(monkeypatch: pytest.MonkeyPatch, load_error: str = "",
 
     x = torch.randn(64)
     with grace.config.patch(pi_strategy="prelude"):
-        rec = start_recording("cpu", [x], non_static_input_idx=[0])
+        rec = start_recording("cpu", [x], non_static_input_idx=[0], model=GENERATED)
     assert rec.keeps_graph and rec.table_storage is None
     node = ExecNode(x)
     events: list[str] = []
@@ -564,7 +567,7 @@ def test_a_static_input_the_code_reuses_in_place_is_put_back_after_each_run(buil
     nothing marking it mutated: the check's extra runs must each start from its real bytes, and
     leave them for the tree's first replay."""
     x, act = torch.randn(64), torch.randn(64)
-    rec = start_recording("cpu", [x, act], non_static_input_idx=[0])
+    rec = start_recording("cpu", [x, act], non_static_input_idx=[0], model=GENERATED)
     rec.launch(autotuner(), LAUNCHER, [x, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
     node = FakeNode(rec, x, through_table=True)
     replay = node.graph.replay
@@ -589,7 +592,7 @@ def test_an_input_whose_elements_share_memory_is_checked_and_put_back(built) -> 
     x = torch.randn(64)
     row = torch.randn(4)
     mask = row.expand(8, 4)  # eight views of one row's memory
-    rec = start_recording("cpu", [x, mask], non_static_input_idx=[0])
+    rec = start_recording("cpu", [x, mask], non_static_input_idx=[0], model=GENERATED)
     rec.launch(autotuner(), LAUNCHER, [x, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
     node = FakeNode(rec, x, through_table=True)
     replay = node.graph.replay
@@ -674,9 +677,9 @@ def test_a_wrong_table_write_is_refused_before_the_capture() -> None:
 
     placeholders = [torch.zeros(4)]
     with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="choose one of copy, memop"):
-        start_recording("cpu", placeholders, non_static_input_idx=[0])
+        start_recording("cpu", placeholders, non_static_input_idx=[0], model=GENERATED)
     with grace.config.patch(pi_table_write="pinned", pi_strategy=EXEC_UPDATE):  # writes no table
-        assert start_recording("cpu", placeholders, non_static_input_idx=[0]) is not None
+        assert start_recording("cpu", placeholders, non_static_input_idx=[0], model=GENERATED) is not None
 
 
 def test_operators_that_draw_or_read_random_state_are_named() -> None:
@@ -704,13 +707,31 @@ def test_a_graph_seen_drawing_random_numbers_is_not_run_outside_its_capture(buil
 
     placeholder = torch.randn(64)
     with grace.config.patch(pi_strategy=strategy):
-        rec = start_recording("cpu", [placeholder], non_static_input_idx=[0])
+        rec = start_recording("cpu", [placeholder], non_static_input_idx=[0], model=GENERATED)
     with rec.active():
         torch.ops.aten.add.Tensor(placeholder, 1)
-        assert rec.random_use is None
+        assert rec.unverifiable is None
         torch.ops.aten.native_dropout.default(torch.ones(8), 0.5, True)
         torch.ops.aten.bernoulli_.float(torch.ones(8), 0.5)
-    assert rec.random_use is not None and "native_dropout" in rec.random_use  # the first one seen
+    assert rec.unverifiable is not None and "native_dropout" in rec.unverifiable  # the first one seen
     ran = []
     why = rec._compare(None, [], None, None, [], [], lambda args: ran.append(args), [placeholder])
     assert why is not None and "outside its capture" in why and not ran
+
+
+def test_a_higher_order_operator_makes_the_graph_unverifiable_without_raising(built) -> None:
+    """The watch does not see into a higher-order operator (selective activation checkpointing's
+    ``graphsafe_run_with_rng_state``): the operator runs as it would without the watch, and the
+    graph is marked so that the patch records it again stock."""
+    from torch._prims.rng_prims import run_with_rng_state
+
+    placeholder = torch.randn(8)
+    state = torch.get_rng_state()
+    expected = run_with_rng_state(state, torch.ops.aten.rand.default, [4], device=torch.device("cpu"))
+    rec = start_recording("cpu", [placeholder], non_static_input_idx=[0], model=GENERATED)
+    with rec.active():
+        out = run_with_rng_state(state, torch.ops.aten.rand.default, [4], device=torch.device("cpu"))
+    torch.testing.assert_close(out, expected)
+    assert rec.unverifiable is not None and "higher-order operator run_with_rng_state" in rec.unverifiable
+    why = rec._compare(None, [], None, None, [], [], lambda args: None, [placeholder])
+    assert why is not None and "outside its capture" in why

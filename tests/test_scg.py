@@ -310,3 +310,55 @@ def test_a_graph_records_with_pi_as_profiled_and_otherwise_with_the_switches_as_
         assert grace.config.pi
     with grace.config.patch(pi=False), tree_hook.recording_config(manager, "f_pi"):
         assert not grace.config.pi, "a cached PI decision never turns the switch on"
+
+
+def test_force_graph_turns_a_measured_keep_out_into_the_faster_graph() -> None:
+    from grace.scg.choose import Choice, forced
+
+    assert forced(Choice.NO_GRAPH, "") is Choice.NO_GRAPH, "unforced: as measured"
+    assert forced(Choice.NO_GRAPH, "graph") is Choice.GRAPH
+    assert forced(Choice.NO_GRAPH, "graph", {Choice.GRAPH: 10.0, Choice.GRAPH_PI: 8.0}) is Choice.GRAPH_PI
+    assert forced(Choice.NO_GRAPH, "graph", {Choice.GRAPH: 8.0, Choice.GRAPH_PI: 10.0}) is Choice.GRAPH
+    assert forced(Choice.GRAPH_PI, "graph") is Choice.GRAPH_PI, "a graph decision stays as measured"
+    with pytest.raises(ValueError, match="scg_force='always'"):
+        forced(Choice.GRAPH, "always")
+
+
+def test_the_profile_puts_back_generator_states_and_compile_counters() -> None:
+    """Selective activation checkpointing hands the graph its generators; the profile draws from
+    them and counts private recordings, and neither may show after it."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from grace.scg.tree_hook import _counters_kept, _generator_states
+
+    g = torch.Generator().manual_seed(7)
+    expected = torch.rand(4, generator=torch.Generator().manual_seed(7))
+    counters["inductor"]["grace_test_counter"] = 1
+    with _generator_states([3, g, torch.zeros(1)]), _counters_kept():
+        torch.rand(100, generator=g)
+        counters["inductor"]["grace_test_counter"] += 5
+        counters["grace_test_kind"]["new"] += 1
+    assert torch.equal(torch.rand(4, generator=g), expected)
+    assert counters["inductor"]["grace_test_counter"] == 1 and "grace_test_kind" not in counters
+    del counters["inductor"]["grace_test_counter"]
+
+
+def test_only_inductor_generated_code_counts_as_generated() -> None:
+    import functools
+    import types
+
+    from torch._inductor.codecache import PyCodeCache
+
+    from grace.generated import is_inductor_generated
+
+    module = types.ModuleType("grace_test_generated_scg")
+    exec("def partition_0(args):\n    return args\n", module.__dict__)
+    PyCodeCache.modules.append(module)
+    try:
+        assert is_inductor_generated(module.partition_0)
+        assert is_inductor_generated(functools.partial(module.partition_0))
+        assert not is_inductor_generated(lambda args: args)
+        assert not is_inductor_generated(print)
+    finally:
+        PyCodeCache.modules.remove(module)

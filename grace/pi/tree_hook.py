@@ -41,16 +41,14 @@ instead of copying their bytes. Three moments, each a call from the patch
    it, or if a launch that read it could not be redirected). The table is filled with the
    placeholders' own addresses for the tree's first replay, which runs on the recording inputs.
 
-Placeholders (part 5 of issue 5): stock allocates them in the graph's memory pool, where the
-graph may reuse an input's memory once it is last read. A PI capture holds them to its end, so
-in the pool they would only make it larger; :func:`outside_pool_placeholders` takes them from
-the caching allocator instead, the node holds them (``grace_placeholders``), and after the
-node's first replay :meth:`PIReplay.release_placeholders` frees those of the indirected inputs.
-From then on an indirected input costs no memory in the graph; on a replay that must copy it
-(the guard below), it is copied into a temporary laid out as the placeholder was. Only an
-inference graph gets them: a training graph keeps stock placeholders in its pool, because it
-may return an input (a forward returns the inputs the backward saves; a backward may write a
-donated activation in place and return it), and the tree requires every output in its pool.
+Placeholders are the tree's own, in the graph's memory pool, for every graph: an output may
+alias an input (a view returned, a partition passing a buffer through, a training forward
+saving an input for its backward), and the tree requires every output in its pool. A function
+that is not Inductor's generated code (:func:`grace.generated.is_inductor_generated`) records
+stock: the check runs the function once more, which only generated code is known to allow.
+The watch of step 2 also stops at a higher-order operator (selective activation
+checkpointing's ``graphsafe_run_with_rng_state``, a wrapped subgraph): it does not see into it,
+so such a graph is recorded again stock, with a log line.
 
 At every replay, :meth:`PIReplay.replay` runs instead of the tree's copy: the guard
 (:class:`grace.pi.guard.ReplayGuard`) sends an input whose alignment, strides or storage offset
@@ -116,7 +114,9 @@ class Recording:
     blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
     has_rng: bool = False  # a generator among the inputs: replays advance its state
     strategy: str = PTX
-    random_use: str | None = None  # an operator seen drawing or reading random-number state
+    # why the graph must not run outside its capture for the check: an operator seen drawing or
+    # reading random-number state, or a higher-order operator the watch does not see into
+    unverifiable: str | None = None
 
     @property
     def keeps_graph(self) -> bool:
@@ -381,8 +381,8 @@ class Recording:
 
         if self.has_rng:
             return "the graph draws random numbers, so it cannot be run twice to be checked"
-        if self.random_use is not None:  # run outside the capture it could differ, or crash
-            return f"the graph cannot be run outside its capture to be checked: {self.random_use}"
+        if self.unverifiable is not None:  # run outside the capture it could differ, or crash
+            return f"the graph cannot be run outside its capture to be checked: {self.unverifiable}"
         placeholders = {t.input_index: inputs[t.input_index] for t in self.tracked.values()}
         mutated = [i for i in mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]
         saved = before = _StorageSnapshot({})
@@ -618,30 +618,6 @@ class Warmup:
         return None if i is None else (i, arg.untyped_storage().data_ptr())
 
 
-def outside_pool_placeholders(inputs: Sequence[Any], static_input_idxs: Sequence[int], device: Any,
-                              stream: Any) -> dict[int, Any]:
-    """Placeholders for a recording's non-static CUDA tensor inputs, from the caching allocator
-    rather than the graph's memory pool (issue 5, part 5).
-
-    Stock allocates them in the pool, where the graph may put its own buffers once an input is
-    last read. A PI capture holds them to its end instead (see the design note), so in the pool
-    they would only make it larger; outside it, a placeholder whose input the graph reads
-    through pointers is freed after the node's first replay (:meth:`PIReplay.release_placeholders`)
-    and costs nothing from then on, while the others stay with the node. Allocated on the
-    tree's ``stream``, where the tree copies the recording inputs into them. (The tree's
-    slow-path assertion before a capture, which expects placeholders among the pool's blocks,
-    leaves these out: a hook line in the patch.)
-    """
-    import torch
-
-    static = set(static_input_idxs)
-    with torch.cuda.device(device), torch.cuda.stream(stream):
-        return {i: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
-                for i, t in enumerate(inputs)
-                if i not in static and isinstance(t, torch.Tensor) and t.is_cuda
-                and t.untyped_storage().data_ptr() != 0}
-
-
 def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
                  managed_data_ptrs: Any) -> Warmup | None:
     """Before a function's warm-up run: its non-static tensor inputs, by storage identity."""
@@ -656,11 +632,19 @@ def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
     return Warmup(tracked) if tracked else None
 
 
-def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int]) -> Recording | None:
-    """Before the capture: note the placeholders (``inputs`` are the recording inputs)."""
+def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int],
+                    model: Any) -> Recording | None:
+    """Before the capture: note the placeholders (``inputs`` are the recording inputs), or None
+    where the graph records stock (no placeholder, or ``model`` is not Inductor's generated
+    code, which the check would run once more)."""
     import torch
 
+    from grace.generated import is_inductor_generated
+
     chosen = strategy()
+    if not is_inductor_generated(model):
+        log.info("PI: %s is not Inductor's generated code; recorded stock", getattr(model, "__name__", model))
+        return None
     if chosen != EXEC_UPDATE:  # the two table strategies write the table on every replay
         table_write_mode()
     alignment = ALIGNMENT if chosen == PTX else VENDOR_ALIGNMENT
@@ -742,20 +726,6 @@ class PIReplay:
         self._ptrs = list(placeholder_ptrs)
         self._copied: list[tuple[int, Any]] | None = None  # (input index, its expanded dims)
         self._dst: list[Any] = []
-        self.released: set[int] = set()  # indirected inputs whose placeholders were freed
-
-    def release_placeholders(self, placeholders: dict[int, Any]) -> None:
-        """Free the placeholders (``node.grace_placeholders``, allocated outside the pool) of
-        the indirected inputs, after the node's first replay: replays read those inputs through
-        pointers, and a replay that must copy one copies it into a temporary instead."""
-        import torch
-
-        for i in self.indirected:
-            t = placeholders.pop(i, None)
-            if t is not None:
-                if t.is_cuda:  # the first replay, queued on the current stream, reads it
-                    t.record_stream(torch.cuda.current_stream(t.device))
-                self.released.add(i)
 
     def _bind(self, node: Any) -> None:
         import torch
@@ -781,36 +751,23 @@ class PIReplay:
         src = [expand(new_inputs[i], dims) for i, dims in self._copied]
         ptrs = self._ptrs
         fallback = self.guard.must_copy(new_inputs, ptrs)  # also sets the indirected inputs' pointers
-        temporaries = []  # held until the replay is queued; the allocator reuses them after it
-        if fallback:  # rare: an input this replay cannot read in place goes to a placeholder
+        if fallback:  # rare: an input this replay cannot read in place is copied to its placeholder
             dst = list(dst)
             for i in fallback:
-                if i in self.released:
-                    placeholder = _like(node.reconstructed_inputs[i])
-                    temporaries.append(placeholder)
-                    ptrs[i] = placeholder.data_ptr()
-                else:
-                    placeholder = node.reconstructed_inputs[i]
-                    ptrs[i] = self._placeholder_ptrs[i]
-                dst.append(expand(placeholder, node.expanded_dims[i]))
+                ptrs[i] = self._placeholder_ptrs[i]
+                dst.append(expand(node.reconstructed_inputs[i], node.expanded_dims[i]))
                 src.append(expand(new_inputs[i], node.expanded_dims[i]))
         if dst:
             self._foreach_copy(dst, src)
         self.pointers.fill(ptrs)
         node.run_graph()
-        del temporaries
-
-
-def _like(recorded: Any) -> Any:
-    """A fresh tensor laid out as the recorded placeholder (storage offset 0, as the tree's)."""
-    import torch
-
-    return torch.empty_strided(recorded.size(), recorded.stride(), dtype=recorded.dtype, device=recorded.device)
 
 
 class _OperatorWatch:
     """A dispatch mode over the capture that notes every non-view ATen operator handed a
-    placeholder (with ``placeholders``), and the first that draws or reads random numbers."""
+    placeholder (with ``placeholders``), and the first operator that makes the graph
+    unverifiable: one that draws or reads random numbers, or a higher-order operator, which
+    this mode does not see into (it runs as it would without the mode)."""
 
     def __init__(self, recording: Recording, placeholders: bool) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -818,17 +775,24 @@ class _OperatorWatch:
         rec = recording
 
         class Mode(TorchDispatchMode):
+            supports_higher_order_operators = True
+
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                from torch._ops import HigherOrderOperator
                 from torch.utils._pytree import tree_leaves
 
                 kwargs = kwargs or {}
+                if isinstance(func, HigherOrderOperator):
+                    if rec.unverifiable is None:
+                        rec.unverifiable = f"higher-order operator {func.name()}, which the watch does not see into"
+                    return func(*args, **kwargs)
                 if placeholders and not func.is_view:
                     for leaf in tree_leaves((args, kwargs)):
                         t = rec.owner_of(leaf)
                         if t is not None:
                             rec.block(t.input_index, f"read by {func}")
-                if rec.random_use is None:
-                    rec.random_use = random_use(func, args, kwargs)
+                if rec.unverifiable is None:
+                    rec.unverifiable = random_use(func, args, kwargs)
                 return func(*args, **kwargs)
 
         self._mode = Mode()

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from grace.generated import innermost
+
 ROLES = ("static", "managed", "copied", "scalar")
 
 _KERNEL_CALLS = (
@@ -99,17 +101,6 @@ def describe_input(value: Any, index: int, static: set[int], is_managed: Callabl
         role = "copied"
     return InputInfo(tuple(value.shape), str(value.dtype), tuple(value.stride()), role,
                      value.numel() * value.element_size())
-
-
-def innermost(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The generated function under any wrappers that name it (``__wrapped__``, partials)."""
-    seen = 0
-    while seen < 8:
-        inner = getattr(fn, "__wrapped__", None) or getattr(fn, "func", None)
-        if inner is None or not callable(inner):
-            return fn
-        fn, seen = inner, seen + 1
-    return fn
 
 
 def describe(model: Callable[..., Any], mode: str, inputs: Sequence[Any], static_input_idxs: Sequence[int],

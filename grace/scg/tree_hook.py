@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import grace
 from grace import config, trees
+from grace.generated import is_inductor_generated
 from grace.log import get_logger
 from grace.pi import report as pi_report
 from grace.scg import cache, report
@@ -76,6 +77,11 @@ AVAILABLE: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI)
 # would be recorded again on every call (measured: DCGAN, 9 recordings, p90 2.6x the median).
 TRAINING_FORWARD_RULE = ("forward graph of a training step: its saved outputs are static inputs of the "
                          "backward graphs, so it keeps its graph (kept out, the backward would re-record)")
+
+# Why a function that is not Inductor's generated code keeps its graph, untimed: profiling runs it
+# dozens of times, and only generated code is known to do nothing a caller could observe then.
+NOT_GENERATED_RULE = ("not Inductor's generated code: SCG runs it no more often than stock does, so it records "
+                      "the graph as PT2-CG does")
 
 _decided: weakref.WeakKeyDictionary[Any, dict[Any, Choice]] = weakref.WeakKeyDictionary()
 # Functions whose GRAPH against GRAPH_PI was measured: they record with PI exactly as decided.
@@ -161,6 +167,8 @@ def _decide(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: F
                          wrapped.static_input_idxs, manager._get_cuda_graph_recorded_tensor_checker())
     log.debug("SCG candidate %s: kernels %s; inputs %s", candidate.name, candidate.kernels,
               [(i.role, i.shape, i.dtype) for i in candidate.inputs])
+    if not is_inductor_generated(wrapped.model):
+        return _record(candidate, Choice.GRAPH, "rule", NOT_GENERATED_RULE, start)
     if candidate.mode == "forward":
         return _record(candidate, Choice.GRAPH, "rule", TRAINING_FORWARD_RULE, start)
     key = _cache_key(candidate, manager.device_index)
@@ -243,8 +251,8 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
     read_in_place = [i for i, info in enumerate(candidate.inputs) if info.role in ("static", "managed")]
     settings = ProfileSettings(config.scg_warmup, config.scg_rounds, config.scg_calls)
     device = manager.device_index
-    with (torch.cuda.device(device), torch.random.fork_rng(devices=[device]), _quiet_tree_logs(),
-          pi_report.discarded()):
+    with (torch.cuda.device(device), torch.random.fork_rng(devices=[device]), _generator_states(new_inputs),
+          _counters_kept(), _quiet_tree_logs(), pi_report.discarded()):
         private_trees: list[Any] = []
         fns: dict[Choice, Any] = {}
 
@@ -314,6 +322,39 @@ def _same_layout_copy(t: Any) -> Any:
     dst = static_input(t)
     index_expanded_dims_and_copy_(dst, t, get_expanded_dims(t))
     return dst
+
+
+@contextlib.contextmanager
+def _generator_states(inputs: Sequence[Any]) -> Iterator[None]:
+    """Put back the state of every generator among ``inputs`` (AOTAutograd passes the generators
+    of ``graphsafe_run_with_rng_state`` to the graph, selective activation checkpointing's
+    recomputation among them): the profile's calls and replays draw from them, and the real
+    call after it must draw what it would have drawn without the profile."""
+    import torch
+
+    generators = [g for g in inputs if isinstance(g, torch.Generator)]
+    states = [g.get_state() for g in generators]
+    try:
+        yield
+    finally:
+        for g, state in zip(generators, states):
+            g.set_state(state)
+
+
+@contextlib.contextmanager
+def _counters_kept() -> Iterator[None]:
+    """Put back torch's compile counters (``torch._dynamo.utils.counters``): the private trees'
+    recordings count their copies and graphs there, and the program's counters must read as if
+    no profile ran."""
+    from torch._dynamo.utils import counters
+
+    saved = {kind: dict(c) for kind, c in counters.items()}
+    try:
+        yield
+    finally:
+        counters.clear()
+        for kind, c in saved.items():
+            counters[kind].update(c)
 
 
 @contextlib.contextmanager
