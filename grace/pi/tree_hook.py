@@ -664,6 +664,21 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
     return Recording(torch.device(device), tracked, storage, has_rng=has_rng, strategy=chosen)
 
 
+def new_graph(device: Any, inputs: Sequence[Any], keep_graph: bool = False) -> Any:
+    """A ``torch.cuda.CUDAGraph`` for the node's capture, in place of the one the tree made,
+    with the generators among ``inputs`` registered as the tree registers them on its own: a
+    capture that draws from an unregistered generator fails ("not in capture mode"). Strategies
+    (2) and (3) ask for ``keep_graph``; a graph recorded again stock gets a fresh one."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph(keep_graph=keep_graph)
+    with torch.cuda.device(device):
+        for generator in inputs:
+            if isinstance(generator, torch.Generator):
+                graph.register_generator_state(generator)
+    return graph
+
+
 def strategy() -> str:
     """``grace.config.pi_strategy``, checked."""
     from grace import config

@@ -1,0 +1,127 @@
+"""``python -m grace.difftest run|run-one|show|summarize``: the randomized differential tester.
+
+    run        programs from --start-seed on, each under every --configs configuration in its own
+               process, --jobs at a time, for --seconds; writes results.jsonl, summary.csv and
+               worse_than_stock.md under --out and prints the summary
+    run-one    one program in this process; prints its program on stderr and one JSON line,
+               {"seed", "status", "calls", "step", "detail", ...}, on stdout
+    show       print a seed's program
+    summarize  rewrite and print a run folder's summary from its results.jsonl
+
+A configuration's environment (``python -m grace.report.upstream --env NAME``) is read at
+interpreter start, so ``run-one`` takes it from its own environment: the replay command that
+``worse_than_stock.md`` gives for a program sets it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from grace.difftest.programs import DEFAULT_MAX_STEPS, generate, parse_kinds
+from grace.report.upstream import CONFIGURATIONS
+
+
+def _program_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS,
+                   help="calls per program at most (default: %(default)s)")
+    p.add_argument("--kinds", default=None, help="comma-separated function kinds (default: all)")
+
+
+def _device_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cuda", help="cuda or cpu (default: %(default)s)")
+    p.add_argument("--backend", default="inductor",
+                   help="torch.compile backend; inductor uses mode=reduce-overhead (default: %(default)s)")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m grace.difftest", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    one = sub.add_parser("run-one", help="run one program in this process")
+    one.add_argument("--seed", type=int, required=True)
+    _program_options(one)
+    _device_options(one)
+
+    many = sub.add_parser("run", help="run programs under several configurations")
+    many.add_argument("--configs", default=",".join(CONFIGURATIONS),
+                      help=f"comma-separated, from {', '.join(CONFIGURATIONS)} (default: all)")
+    many.add_argument("--seconds", type=float, default=300.0, help="start no seed after this (default: %(default)s)")
+    many.add_argument("--start-seed", type=int, default=0)
+    many.add_argument("--out", type=Path, required=True, help="the run's folder")
+    many.add_argument("--jobs", type=int, default=2, help="children at a time (default: %(default)s)")
+    many.add_argument("--timeout", type=float, default=300.0,
+                      help="seconds per (seed, configuration) (default: %(default)s)")
+    many.add_argument("--programs", type=int, default=None, help="stop after this many seeds")
+    many.add_argument("--hard-seconds", type=float, default=None,
+                      help="kill what still runs after this; those runs are dropped")
+    _program_options(many)
+    _device_options(many)
+
+    show = sub.add_parser("show", help="print a seed's program")
+    show.add_argument("--seed", type=int, required=True)
+    show.add_argument("--json", action="store_true")
+    _program_options(show)
+
+    summary = sub.add_parser("summarize", help="summary of a run folder")
+    summary.add_argument("out", type=Path)
+    return p.parse_args(argv)
+
+
+def run_one(args: argparse.Namespace) -> int:
+    from grace.difftest.execute import run_program  # imports torch
+
+    program = generate(args.seed, parse_kinds(args.kinds), args.max_steps)
+    print(program.describe(), file=sys.stderr, flush=True)
+    result = run_program(program, args.device, args.backend)
+    print(json.dumps(result, sort_keys=True), flush=True)
+    return 0
+
+
+def run_many(args: argparse.Namespace) -> int:
+    from grace.difftest.runner import Settings, run
+
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    kinds = parse_kinds(args.kinds) if args.kinds else None
+    settings = Settings(configs=configs, out=args.out, seconds=args.seconds, start_seed=args.start_seed,
+                        jobs=args.jobs, device=args.device, max_steps=args.max_steps, kinds=kinds,
+                        timeout=args.timeout, programs=args.programs, backend=args.backend,
+                        hard_seconds=args.hard_seconds)
+    run(settings)
+    return 0
+
+
+def summarize(args: argparse.Namespace) -> int:
+    from grace.difftest.runner import Settings, format_table, read_results, read_settings, write_reports
+
+    records = read_results(args.out / "results.jsonl")
+    configs = [c for c in CONFIGURATIONS if any(r["configuration"] == c for r in records)]
+    saved = args.out / "settings.json"
+    settings = read_settings(saved) if saved.is_file() else Settings(configs=configs, out=args.out)
+    rows = write_reports(args.out, records, settings)
+    print(format_table(rows))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.command == "run-one":
+            return run_one(args)
+        if args.command == "run":
+            return run_many(args)
+        if args.command == "show":
+            program = generate(args.seed, parse_kinds(args.kinds), args.max_steps)
+            print(program.to_json() if args.json else program.describe())
+            return 0
+        return summarize(args)
+    except ValueError as e:
+        print(f"grace.difftest: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

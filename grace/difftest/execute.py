@@ -1,0 +1,418 @@
+"""Run one program in this process: every compiled call against eager, on the same device.
+
+Each kind's function is compiled once per program; its eager reference is the same function
+uncompiled, with its own copy of any module state (deep-copied before the first call) and its
+own inputs (the same values and layout in separate storage), so that a mutation on one side
+cannot reach the other. The compiled side builds its inputs and runs first, so that a freed and
+reallocated input really lands where the freed one was.
+
+A step's result is the first of: ``error`` (an exception, from the compiled side or from eager),
+``mismatch`` (an output, a buffer or a gradient not close to eager's), else the next step runs.
+Reading a held output that a later replay overwrote raises by design under CUDA graph trees; at
+a re-check that is recorded as *expected* and the output dropped, never counted as a failure. A
+held output that reads fine must still hold eager's values.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from grace.difftest.programs import KINDS, MADE_BY_HARNESS, Program, Step
+
+OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten"
+LR = 0.05  # the training step's SGD update
+
+
+class Mismatch(Exception):
+    """A compiled result not close to eager's."""
+
+
+class EagerFailed(Exception):
+    """Eager raised: the program itself is invalid, which is the generator's fault."""
+
+
+# The compiled functions. Plain module-level functions and small modules, so that Dynamo traces
+# what a user's code would give it.
+
+def pointwise(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * 2 + x
+
+
+def binary(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x * y + torch.cos(y)
+
+
+def reduction(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.sum(dim=-1), x.softmax(-1)
+
+
+def alias(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.view(-1), x[0]
+
+
+def scale(x: torch.Tensor, s: Any) -> torch.Tensor:
+    return x * s
+
+
+class MatMul(nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(width, width) / math.sqrt(width), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w
+
+
+class CpuBuf(nn.Module):
+    """Holds a CPU tensor and copies it to the input's device in forward (never moved itself)."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.register_buffer("cpu_buf", torch.randn(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.cpu_buf.to(x.device)
+
+
+class MutateBuf(nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.buf.add_(x.sum())
+        return x + self.buf
+
+
+class MLPLoss(nn.Module):
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.tanh(self.fc1(x))).square().mean()
+
+
+def conv_bn(channels: int) -> nn.Module:
+    """Conv2d + BatchNorm2d in train mode: every call updates the running statistics."""
+    module = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels)).train()
+    return module.requires_grad_(False)
+
+
+Compile = Callable[[Any], Any]
+StatePairs = Callable[[], list[tuple[str, torch.Tensor, torch.Tensor]]]
+
+
+@dataclass
+class Case:
+    """One kind's compiled function and eager reference, plus what else is compared."""
+
+    compiled: Callable[..., Any]
+    eager: Callable[..., Any]
+    states: StatePairs = lambda: []  # (name, compiled side, eager side), compared after each call
+    before: Callable[[Step], None] = lambda step: None  # sets up a call on both sides
+    after: Callable[[], None] = lambda: None  # runs on both sides after the comparison
+
+
+def _module_case(module: nn.Module, device: str, compile_fn: Compile, state_names: tuple[str, ...] = (),
+                 move: bool = True) -> tuple[Case, nn.Module, nn.Module]:
+    module = module.to(device) if move else module
+    eager = copy.deepcopy(module)
+    named = lambda m: dict(m.named_buffers()) | dict(m.named_parameters())  # noqa: E731
+
+    def states() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+        c, e = named(module), named(eager)
+        return [(name, c[name], e[name]) for name in state_names]
+
+    return Case(compile_fn(module), eager, states), module, eager
+
+
+def _train_case(program: Program, device: str, compile_fn: Compile) -> Case:
+    model = MLPLoss(program.width, program.hidden).to(device)
+    eager_model = copy.deepcopy(model)
+    compiled_loss = compile_fn(model)
+
+    def train(loss_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        loss = loss_fn(x)
+        loss.backward()
+        return loss
+
+    def grads() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+        pairs = zip(model.named_parameters(), eager_model.parameters())
+        return [(f"{name}.grad", p.grad, q.grad) for (name, p), q in pairs]
+
+    def sgd_and_zero_grad() -> None:
+        with torch.no_grad():
+            for m in (model, eager_model):
+                for p in m.parameters():
+                    p -= LR * p.grad
+                m.zero_grad(set_to_none=True)
+
+    return Case(lambda x: train(compiled_loss, x), lambda x: train(eager_model, x), grads,
+                after=sgd_and_zero_grad)
+
+
+def _cpu_buf_case(program: Program, device: str, compile_fn: Compile) -> Case:
+    case, module, eager = _module_case(CpuBuf(program.width), device, compile_fn, ("cpu_buf",), move=False)
+
+    def refill(step: Step) -> None:
+        if step.cpu_buf_value is not None:
+            module.cpu_buf.fill_(step.cpu_buf_value)
+            eager.cpu_buf.fill_(step.cpu_buf_value)
+
+    case.before = refill
+    return case
+
+
+def build_case(kind: str, program: Program, device: str, compile_fn: Compile) -> Case:
+    torch.manual_seed(program.seed * len(KINDS) + list(KINDS).index(kind))  # module weights
+    if kind in ("pointwise", "binary", "reduction", "alias", "scale"):
+        fn = globals()[kind]
+        return Case(compile_fn(fn), fn)
+    if kind == "matmul":
+        return _module_case(MatMul(program.width), device, compile_fn)[0]
+    if kind == "conv_bn":
+        stats = ("1.running_mean", "1.running_var", "1.num_batches_tracked")
+        return _module_case(conv_bn(program.channels), device, compile_fn, stats)[0]
+    if kind == "mutate_buf":
+        return _module_case(MutateBuf(program.width), device, compile_fn, ("buf",))[0]
+    if kind == "cpu_buf":
+        return _cpu_buf_case(program, device, compile_fn)
+    if kind == "train_step":
+        return _train_case(program, device, compile_fn)
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+# Inputs.
+
+def _values(shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def make_tensor(shape: tuple[int, ...], mode: str, seed: int, device: str) -> torch.Tensor:
+    """A tensor of ``shape`` with seeded values in the layout ``mode`` names. Storage the view
+    does not cover is NaN, so a kernel that reads past its input's strides shows in the result."""
+    values = _values(shape, seed)
+    if mode == "misaligned":
+        flat = torch.full((values.numel() + 1,), math.nan, device=device)
+        flat[1:].copy_(values.flatten())
+        return flat[1:].view(shape)
+    if mode == "transposed":
+        order = (1, 0) if len(shape) == 2 else (0, 2, 3, 1)  # (batch, width) or channels-last
+        back = (1, 0) if len(shape) == 2 else (0, 3, 1, 2)
+        return values.permute(order).contiguous().to(device).permute(back)
+    if mode == "rows":
+        tall = torch.full((2 * shape[0], *shape[1:]), math.nan, device=device)
+        tall[::2].copy_(values)
+        return tall[::2]
+    return values.to(device)
+
+
+def make_overlapping(shape: tuple[int, ...], offset: int, seed: int, device: str) -> list[torch.Tensor]:
+    """Two arguments viewing one storage, ``offset`` rows apart (0: the same tensor twice)."""
+    if offset == 0:
+        t = make_tensor(shape, "fresh", seed, device)
+        return [t, t]
+    base = make_tensor((shape[0] + offset, *shape[1:]), "fresh", seed, device)
+    return [base[:shape[0]], base[offset:offset + shape[0]]]
+
+
+def make_scalar(spec: tuple[str, float]) -> Any:
+    kind, value = spec
+    if kind == "numpy":
+        return np.float32(value)
+    if kind == "tensor":
+        return torch.tensor(value)  # 0-d, on the CPU
+    return float(value)
+
+
+@dataclass
+class Side:
+    """One side's (compiled or eager) live inputs and the outputs a feedback step will take."""
+
+    pool: dict[int, torch.Tensor] = field(default_factory=dict)
+    last: list[torch.Tensor] | None = None
+
+    def inputs(self, index: int, step: Step, program: Program, device: str) -> list[Any]:
+        info, shape = KINDS[step.kind], program.input_shape(step)
+        if step.mode == "feedback":
+            if self.last is None:
+                raise RuntimeError("difftest harness: no previous outputs to feed back")
+            args = [self.last[KINDS[program.steps[index - 1].kind].feedback_output]]
+        elif step.mode == "reuse":
+            args = [self.pool[step.ref]]
+        elif step.mode == "realloc":
+            del self.pool[step.ref]  # the last reference: its block goes back to the allocator
+            args = [make_tensor(shape, "fresh", step.value_seed, device)]
+        elif step.mode == "overlap":
+            args = make_overlapping(shape, step.overlap_offset, step.value_seed, device)
+        else:
+            args = [make_tensor(shape, step.mode, step.value_seed, device)]
+        if step.mode in MADE_BY_HARNESS:
+            self.pool[index] = args[0]
+        if info.inputs == 2 and len(args) == 1:
+            args.append(make_tensor(shape, "fresh", step.value_seed + 1, device))
+        if step.scalar is not None:
+            args.append(make_scalar(step.scalar))
+        return args
+
+
+@dataclass
+class Held:
+    step: int
+    kind: str
+    compiled: list[torch.Tensor]
+    eager: list[torch.Tensor]  # clones, so later eager work cannot change them
+
+
+def as_tensors(out: Any) -> list[torch.Tensor]:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def error_kind(exc_type: str, message: str) -> str:
+    """An error's type and message with numbers and addresses masked: two runs raising the same
+    error in different sizes or places compare equal."""
+    return f"{exc_type}: " + re.sub(r"0x[0-9a-fA-F]+|\d+", "#", first_line(message))[:160]
+
+
+def compare(name: str, compiled: torch.Tensor, eager: torch.Tensor, tol: float) -> None:
+    """Raise Mismatch unless close. Reading the compiled tensor may raise the overwritten-output
+    RuntimeError, which the caller decides about."""
+    got = compiled.detach().to("cpu", copy=True)
+    try:
+        torch.testing.assert_close(got, eager.detach().cpu(), rtol=tol, atol=tol, equal_nan=True)
+    except AssertionError as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        raise Mismatch(f"{name}: {'; '.join(lines[:4])}") from None
+
+
+class ProgramRun:
+    """The state of one program's execution."""
+
+    def __init__(self, program: Program, device: str, backend: str = "inductor"):
+        self.program, self.device = program, device
+        mode = "reduce-overhead" if backend == "inductor" else None
+        self.compile_fn: Compile = lambda fn: torch.compile(fn, mode=mode, backend=backend)
+        self.cases: dict[str, Case] = {}
+        self.compiled_side, self.eager_side = Side(), Side()
+        self.held: list[Held] = []
+        self.expected: list[str] = []
+        self.calls = 0
+        self.index: int | None = None
+        self.kind: str | None = None
+
+    def run(self) -> dict[str, Any]:
+        start = time.monotonic()
+        try:
+            for index, step in enumerate(self.program.steps):
+                self.index, self.kind = index, step.kind
+                self.step(index, step)
+            self.index, self.kind = len(self.program.steps), "end"
+            self.recheck()  # every output still held
+            result = self.outcome("ok", "")
+        except Mismatch as e:
+            result = self.outcome("mismatch", str(e), "mismatch")
+        except EagerFailed as e:
+            result = self.outcome("error", f"eager raised {e}", error_kind("eager", str(e)))
+        except Exception as e:  # noqa: BLE001 - every failure is a result
+            message = f"{type(e).__name__}: {first_line(str(e))}"
+            result = self.outcome("error", message, error_kind(type(e).__name__, str(e)))
+        result["seconds"] = round(time.monotonic() - start, 3)
+        return result
+
+    def outcome(self, status: str, detail: str, kind: str = "") -> dict[str, Any]:
+        where = "" if status == "ok" else f"step {self.index} ({self.kind}): "
+        return {"seed": self.program.seed, "status": status, "calls": self.calls,
+                "step": None if status == "ok" else self.index, "kind": None if status == "ok" else self.kind,
+                "detail": where + detail, "error_kind": kind, "expected": len(self.expected),
+                "expected_detail": self.expected[:5]}
+
+    def case(self, kind: str) -> Case:
+        if kind not in self.cases:
+            self.cases[kind] = build_case(kind, self.program, self.device, self.compile_fn)
+        return self.cases[kind]
+
+    def step(self, index: int, step: Step) -> None:
+        case = self.case(step.kind)
+        if step.recheck:
+            self.recheck()
+        if step.mark_step:
+            torch.compiler.cudagraph_mark_step_begin()
+        case.before(step)
+        args = self.compiled_side.inputs(index, step, self.program, self.device)
+        out_c = as_tensors(case.compiled(*args))
+        self.calls += 1
+        del args
+        out_e = self.eager_call(case, self.eager_side.inputs(index, step, self.program, self.device))
+        self.synchronize()
+        tol = KINDS[step.kind].tolerance
+        if len(out_c) != len(out_e):
+            raise Mismatch(f"{len(out_c)} outputs, eager gave {len(out_e)}")
+        for j, (c, e) in enumerate(zip(out_c, out_e)):
+            compare(f"output {j}", c, e, tol)
+        for name, c, e in case.states():
+            compare(name, c, e, tol)
+        case.after()
+        if step.hold:
+            self.held.append(Held(index, step.kind, out_c, [e.detach().clone() for e in out_e]))
+        feeds_next = index + 1 < len(self.program.steps) and self.program.steps[index + 1].mode == "feedback"
+        self.compiled_side.last = out_c if feeds_next else None
+        self.eager_side.last = out_e if feeds_next else None
+
+    @staticmethod
+    def eager_call(case: Case, args: list[Any]) -> list[torch.Tensor]:
+        try:
+            return as_tensors(case.eager(*args))
+        except Exception as e:  # noqa: BLE001
+            raise EagerFailed(f"{type(e).__name__}: {first_line(str(e))}") from e
+
+    def recheck(self) -> None:
+        """Re-read every held output; one a later replay overwrote is expected to raise."""
+        kept = []
+        for held in self.held:
+            tol = KINDS[held.kind].tolerance
+            try:
+                for j, (c, e) in enumerate(zip(held.compiled, held.eager)):
+                    compare(f"held output {j} of step {held.step} ({held.kind})", c, e, tol)
+            except RuntimeError as e:
+                if OVERWRITTEN not in str(e):
+                    raise
+                self.expected.append(f"step {self.index}: held output of step {held.step} "
+                                     f"({held.kind}) overwritten")
+                continue
+            kept.append(held)
+        self.held = kept
+
+    def synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+
+def configure_torch() -> None:
+    """Exact float32 on both sides: TF32 would make eager and compiled convolutions differ by
+    more than the comparison allows, for reasons that have nothing to do with graphs."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def run_program(program: Program, device: str, backend: str = "inductor") -> dict[str, Any]:
+    configure_torch()
+    torch.manual_seed(program.seed)
+    return ProgramRun(program, device, backend).run()

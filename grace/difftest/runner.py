@@ -1,0 +1,424 @@
+"""Run random programs under several GraCE configurations side by side and judge them by stock.
+
+Every (seed, configuration) runs in its own child process (``python -m grace.difftest run-one``)
+with the configuration's environment from :data:`grace.report.upstream.CONFIGURATIONS`, which
+GraCE reads at interpreter start. A child prints one JSON line; the parent adds ``crash`` (the
+child died by a signal, or without its line, or failed after reporting ok) and ``timeout``.
+A run writes, under its output folder:
+
+- ``results.jsonl``: one line per (seed, configuration), appended as each child ends;
+- ``summary.csv``: ``configuration,programs,calls,ok,mismatch,error,crash,timeout,worse_than_stock``;
+- ``worse_than_stock.md``: every program a configuration did worse on than stock, with the
+  command that replays it, then stock's own failures;
+- ``settings.json``: the run's settings (the replay commands need its kinds and max steps);
+- ``logs/<configuration>/seed-<S>.log``: a child's output, kept for the results that are not ok.
+
+Children share Inductor's kernel cache (binaries keyed by their source) but not its FX graph or
+AOT autograd caches: those keys do not know GraCE's switches, so one configuration could
+otherwise be served a graph another compiled. Each child gets its own empty SCG decision cache.
+This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, TextIO
+
+from grace.difftest.programs import DEFAULT_MAX_STEPS, KINDS
+from grace.paths import REPO_ROOT
+from grace.report.upstream import CONFIGURATIONS, STOCK
+
+STATUSES = ("ok", "mismatch", "error", "crash", "timeout")
+SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "worse_than_stock")
+# How bad a status is, for judging a configuration against stock on the same program.
+_SEVERITY = {"ok": 0, "error": 1, "mismatch": 2, "crash": 3, "timeout": 3}
+PROGRESS_EVERY_S = 15.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    configs: list[str]
+    out: Path
+    seconds: float = 300.0  # no new seed starts after this
+    start_seed: int = 0
+    jobs: int = 2
+    device: str = "cuda"
+    max_steps: int = DEFAULT_MAX_STEPS
+    kinds: list[str] | None = None  # None: every kind
+    timeout: float = 300.0  # per (seed, configuration)
+    programs: int | None = None  # stop after this many seeds, whatever the time
+    backend: str = "inductor"
+    hard_seconds: float | None = None  # kill what still runs then; its results are dropped
+
+
+# The child's command line and environment.
+
+def child_args(seed: int, settings: Settings) -> list[str]:
+    args = ["run-one", "--seed", str(seed), "--device", settings.device]
+    if settings.max_steps != DEFAULT_MAX_STEPS:
+        args += ["--max-steps", str(settings.max_steps)]
+    if settings.kinds is not None and list(settings.kinds) != list(KINDS):
+        args += ["--kinds", ",".join(settings.kinds)]
+    if settings.backend != "inductor":
+        args += ["--backend", settings.backend]
+    return args
+
+
+def replay_command(seed: int, config: str, settings: Settings) -> str:
+    """The shell command that reruns one program under one configuration."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in CONFIGURATIONS[config].items())
+    return f"{env} python -m grace.difftest {' '.join(shlex.quote(a) for a in child_args(seed, settings))}"
+
+
+def child_env(config: str, scratch: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(CONFIGURATIONS[config])
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
+    env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
+    env["GRACE_SCG_CACHE_DIR"] = str(scratch / "scg-cache")
+    env["GRACE_SCG_REPORT"] = str(scratch / "scg-report.json")
+    return env
+
+
+# A child's result.
+
+def parse_child(output: str, returncode: int | None, seed: int) -> dict[str, Any]:
+    """The child's JSON line, corrected by how it ended: a missing line or a death by signal is
+    a crash; so is a non-zero exit after an ok line (an abort at teardown)."""
+    reported = None
+    for line in reversed(output.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and data.get("seed") == seed and data.get("status") in STATUSES:
+                reported = data
+                break
+    if reported is not None and (returncode == 0 or reported["status"] != "ok"):
+        return reported
+    how = _exit_words(returncode)
+    detail = f"exited {how} after reporting ok" if reported else f"{how}, no result line: {_tail(output)}"
+    calls = reported["calls"] if reported else 0
+    return {"seed": seed, "status": "crash", "calls": calls, "step": None, "kind": None, "detail": detail,
+            "error_kind": f"crash: {how}", "expected": 0, "expected_detail": []}
+
+
+def _exit_words(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            return f"by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"by signal {-returncode}"
+    return f"with status {returncode}"
+
+
+def _tail(output: str, lines: int = 3) -> str:
+    return " | ".join(line.strip() for line in output.strip().splitlines()[-lines:])[:400]
+
+
+def timeout_result(seed: int, seconds: float) -> dict[str, Any]:
+    return {"seed": seed, "status": "timeout", "calls": 0, "step": None, "kind": None,
+            "detail": f"still running after {seconds:.0f} s", "error_kind": "timeout",
+            "expected": 0, "expected_detail": []}
+
+
+# Judging.
+
+def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether a configuration did worse than stock on one program.
+
+    Worse: stock ok and this not; or both errors of another kind, or of the same kind at an
+    earlier step (this one failed where stock still ran); or a more severe status than stock's
+    failure (an error, for instance one stock raises by design, turned into a mismatch, a crash
+    or a hang). Never worse when stock itself crashed or hung: nothing is known then.
+    """
+    s, o = stock["status"], other["status"]
+    if s == "ok":
+        return o != "ok"
+    if s == "error" and o == "error":
+        return other.get("error_kind") != stock.get("error_kind") or _step(other) < _step(stock)
+    return _SEVERITY[o] > _SEVERITY[s]
+
+
+def _step(result: dict[str, Any]) -> int:
+    step = result.get("step")
+    return step if isinstance(step, int) else 1 << 30
+
+
+def by_seed(records: Iterable[dict[str, Any]]) -> dict[int, dict[str, dict[str, Any]]]:
+    out: dict[int, dict[str, dict[str, Any]]] = {}
+    for r in records:
+        out.setdefault(r["seed"], {})[r["configuration"]] = r
+    return out
+
+
+def worse_than_stock(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of non-stock configurations that did worse than stock on the same seed."""
+    out = []
+    for seed, results in sorted(by_seed(records).items()):
+        stock = results.get(STOCK)
+        if stock is None:
+            continue
+        out += [r for c, r in results.items() if c != STOCK and is_worse(stock, r)]
+    return out
+
+
+def summarize(records: list[dict[str, Any]], configs: list[str]) -> list[dict[str, Any]]:
+    """One row per configuration; worse_than_stock is blank for stock itself, and for every
+    configuration when stock did not run."""
+    worse = worse_than_stock(records)
+    have_stock = any(r["configuration"] == STOCK for r in records)
+    rows = []
+    for config in configs:
+        mine = [r for r in records if r["configuration"] == config]
+        row: dict[str, Any] = {"configuration": config, "programs": len(mine),
+                               "calls": sum(int(r.get("calls") or 0) for r in mine)}
+        row.update({s: sum(r["status"] == s for r in mine) for s in STATUSES})
+        judged = have_stock and config != STOCK
+        row["worse_than_stock"] = sum(r["configuration"] == config for r in worse) if judged else ""
+        rows.append(row)
+    return rows
+
+
+def write_summary(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_worse_md(path: Path, records: list[dict[str, Any]], settings: Settings) -> None:
+    worse = worse_than_stock(records)
+    stock_failures = [r for r in records if r["configuration"] == STOCK and r["status"] != "ok"]
+    seeds = by_seed(records)
+    lines = ["# Programs a configuration did worse on than stock", ""]
+    if not any(r["configuration"] == STOCK for r in records):
+        lines += ["Stock did not run: nothing could be judged.", ""]
+    elif not worse:
+        lines += ["None.", ""]
+    for r in worse:
+        stock = seeds[r["seed"]][STOCK]
+        lines += [f"## seed {r['seed']}, {r['configuration']}: {r['status']} (stock: {stock['status']})", "",
+                  f"- detail: {r['detail']}", f"- stock: {stock['detail'] or 'ok'}",
+                  f"- replay: `{replay_command(r['seed'], r['configuration'], settings)}`", ""]
+    lines += ["# Stock's own failures", "",
+              "Failures of stock PyTorch itself (for instance reading an output that a later replay "
+              "overwrote, which raises by design); a configuration is judged against them.", ""]
+    lines += [f"- seed {r['seed']}: {r['status']}: {r['detail']} (`{replay_command(r['seed'], STOCK, settings)}`)"
+              for r in stock_failures] or ["None."]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    table = [list(SUMMARY_COLUMNS)] + [[str(row[c]) for c in SUMMARY_COLUMNS] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(SUMMARY_COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table)
+
+
+def write_settings(path: Path, settings: Settings) -> None:
+    data = {**settings.__dict__, "out": str(settings.out)}
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def read_settings(path: Path) -> Settings:
+    data = json.loads(path.read_text())
+    return Settings(**{**data, "out": Path(data["out"])})
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_reports(out: Path, records: list[dict[str, Any]], settings: Settings) -> list[dict[str, Any]]:
+    configs = list(settings.configs) + sorted({r["configuration"] for r in records} - set(settings.configs))
+    rows = summarize(records, configs)
+    write_summary(out / "summary.csv", rows)
+    write_worse_md(out / "worse_than_stock.md", records, settings)
+    return rows
+
+
+# The parent loop.
+
+@dataclass
+class Child:
+    seed: int
+    config: str
+    process: subprocess.Popen
+    started: float
+    log: Path
+    log_file: TextIO
+    scratch: Path
+
+
+@dataclass
+class Campaign:
+    """Starts children J at a time, seed after seed, until the time is up."""
+
+    settings: Settings
+    printer: TextIO = sys.stdout
+    records: list[dict[str, Any]] = field(default_factory=list)
+    running: list[Child] = field(default_factory=list)
+    pending: deque = field(default_factory=deque)
+    next_seed: int = 0
+    seeds_started: int = 0
+    cancelled: int = 0
+
+    def __post_init__(self) -> None:
+        self.next_seed = self.settings.start_seed
+        self.out = self.settings.out
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.results_path = self.out / "results.jsonl"
+        self.results_path.write_text("")
+        write_settings(self.out / "settings.json", self.settings)
+        self.t0 = time.monotonic()
+        self.last_progress = self.t0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def say(self, text: str) -> None:
+        print(f"[{self.elapsed():6.0f} s] {text}", file=self.printer, flush=True)
+
+    def run(self) -> list[dict[str, Any]]:
+        s = self.settings
+        self.say(f"configs {','.join(s.configs)}; device {s.device}; {s.jobs} at a time; "
+                 f"{s.seconds:.0f} s from seed {s.start_seed}; replay a program with "
+                 f"`python -m grace.difftest {' '.join(child_args(s.start_seed, s))}`")
+        while True:
+            if s.hard_seconds is not None and self.elapsed() > s.hard_seconds:
+                self.cancel_all()
+                break
+            self.fill()
+            if not self.running and not self.pending:
+                break
+            self.poll()
+            if time.monotonic() - self.last_progress > PROGRESS_EVERY_S:
+                self.progress()
+            time.sleep(0.1)
+        self.progress()
+        shutil.rmtree(self.out / "scratch", ignore_errors=True)
+        return self.records
+
+    def may_start_seed(self) -> bool:
+        s = self.settings
+        if s.programs is not None and self.seeds_started >= s.programs:
+            return False
+        return self.elapsed() < s.seconds
+
+    def fill(self) -> None:
+        while len(self.running) < self.settings.jobs:
+            if not self.pending:
+                if not self.may_start_seed():
+                    return
+                seed = self.next_seed
+                self.next_seed += 1
+                self.seeds_started += 1
+                self.say(f"seed {seed} started")
+                self.pending.extend((seed, c) for c in self.settings.configs)
+            self.start(*self.pending.popleft())
+
+    def start(self, seed: int, config: str) -> None:
+        log = self.out / "logs" / config / f"seed-{seed}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self.out / "scratch" / f"{config}-{seed}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        log_file = log.open("w")
+        cmd = [sys.executable, "-m", "grace.difftest", *child_args(seed, self.settings)]
+        process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                   env=child_env(config, scratch), start_new_session=True)
+        self.running.append(Child(seed, config, process, time.monotonic(), log, log_file, scratch))
+
+    def poll(self) -> None:
+        for child in list(self.running):
+            returncode = child.process.poll()
+            if returncode is None and time.monotonic() - child.started > self.settings.timeout:
+                self.kill(child)
+                self.finish(child, timeout_result(child.seed, self.settings.timeout))
+            elif returncode is not None:
+                child.log_file.close()
+                output = child.log.read_text(errors="replace")
+                self.finish(child, parse_child(output, returncode, child.seed))
+
+    def kill(self, child: Child) -> None:
+        """The child's whole session (it and its compile workers): it was started as its own."""
+        try:
+            os.killpg(child.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        child.process.wait()
+        child.log_file.close()
+
+    def cancel_all(self) -> None:
+        for child in list(self.running):
+            self.kill(child)
+            self.running.remove(child)
+            self.cancelled += 1
+        self.cancelled += len(self.pending)
+        self.pending.clear()
+        self.say(f"hard limit: {self.cancelled} (seed, configuration) runs cancelled, not counted")
+
+    def finish(self, child: Child, result: dict[str, Any]) -> None:
+        self.running.remove(child)
+        shutil.rmtree(child.scratch, ignore_errors=True)
+        result = {**result, "configuration": child.config, "env": CONFIGURATIONS[child.config],
+                  "wall_s": round(time.monotonic() - child.started, 2)}
+        self.records.append(result)
+        with self.results_path.open("a") as f:
+            f.write(json.dumps(result, sort_keys=True) + "\n")
+        if result["status"] == "ok":
+            child.log.unlink(missing_ok=True)
+        else:
+            self.say(f"seed {child.seed} {child.config}: {result['status']}: {result['detail']}")
+        if not any(c.seed == child.seed for c in self.running) and all(p[0] != child.seed for p in self.pending):
+            self.seed_done(child.seed)
+
+    def seed_done(self, seed: int) -> None:
+        results = by_seed(self.records)[seed]
+        stock = results.get(STOCK)
+        for config, r in results.items():
+            if stock is not None and config != STOCK and is_worse(stock, r):
+                self.say(f"seed {seed} {config}: WORSE THAN STOCK ({r['status']} vs stock {stock['status']})")
+
+    def progress(self) -> None:
+        self.last_progress = time.monotonic()
+        s = self.settings
+        done = sum(1 for seed, rs in by_seed(self.records).items() if len(rs) == len(s.configs))
+        calls = {c: sum(int(r.get("calls") or 0) for r in self.records if r["configuration"] == c)
+                 for c in s.configs}
+        failures = {c: sum(r["status"] != "ok" for r in self.records if r["configuration"] == c)
+                    for c in s.configs}
+        left = max(0.0, s.seconds - self.elapsed())
+        self.say(f"seeds done {done} (running {len(self.running)}, queued {len(self.pending)}); "
+                 f"calls {' '.join(f'{c}={n}' for c, n in calls.items())}; "
+                 f"failures {' '.join(f'{c}={n}' for c, n in failures.items())}; "
+                 f"worse than stock {len(worse_than_stock(self.records))}; {left:.0f} s left")
+
+
+def run(settings: Settings, printer: TextIO = sys.stdout) -> list[dict[str, Any]]:
+    """Run the campaign, write the reports, print the summary; the summary rows."""
+    unknown = [c for c in settings.configs if c not in CONFIGURATIONS]
+    if unknown:
+        raise ValueError(f"unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(CONFIGURATIONS)}")
+    records = Campaign(settings, printer).run()
+    rows = write_reports(settings.out, records, settings)
+    print(format_table(rows), file=printer)
+    if STOCK not in settings.configs:
+        print("(stock did not run: worse_than_stock is not judged)", file=printer)
+    print(f"results: {settings.out / 'results.jsonl'}; worse than stock: {settings.out / 'worse_than_stock.md'}",
+          file=printer, flush=True)
+    return rows

@@ -1,0 +1,342 @@
+"""The differential tester on the CPU: programs, judging, reports, and the subprocess path.
+
+Programs are checked for determinism and validity over many seeds (pure Python, fast). The
+child's execution runs in this process with ``backend="eager"`` (Dynamo only, no Inductor), so
+that its comparisons, its failure reports and its handling of overwritten outputs are tested in
+seconds; the parent's subprocess path runs with the same backend, and once, marked slow, with
+Inductor and ``mode="reduce-overhead"`` (no CUDA graphs on the CPU).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grace.difftest import programs
+from grace.difftest.programs import INPUT_MODES, KINDS, Program, generate, parse_kinds
+from grace.difftest.runner import (SUMMARY_COLUMNS, Settings, is_worse, parse_child, replay_command,
+                                   summarize, worse_than_stock, write_reports)
+from grace.paths import REPO_ROOT
+from grace.report.upstream import CONFIGURATIONS
+
+SEEDS = range(300)
+
+
+# Programs.
+
+def test_generation_is_deterministic_per_seed() -> None:
+    for seed in SEEDS:
+        assert generate(seed).to_json() == generate(seed).to_json()
+
+
+def test_programs_vary_across_seeds() -> None:
+    assert len({generate(seed).to_json() for seed in SEEDS}) == len(SEEDS)
+    assert len({tuple(generate(seed).kinds) for seed in SEEDS}) > 50
+
+
+def test_programs_round_trip_through_json() -> None:
+    for seed in range(50):
+        program = generate(seed)
+        text = program.to_json()
+        assert isinstance(json.loads(text), dict)
+        assert Program.from_json(text) == program
+        assert program.describe().startswith(f"program {seed}:")
+
+
+def test_programs_respect_kinds_and_max_steps() -> None:
+    for seed in range(100):
+        program = generate(seed, ["pointwise", "scale"], max_steps=3)
+        assert set(program.kinds) <= {"pointwise", "scale"}
+        assert 2 <= len(program.steps) <= 3
+        assert {s.kind for s in program.steps} <= set(program.kinds)
+    assert all(1 <= len(generate(seed, max_steps=1).steps) <= 1 for seed in range(20))
+    with pytest.raises(ValueError, match="unknown kind"):
+        parse_kinds("pointwise,nope")
+    assert parse_kinds(None) == list(KINDS)
+
+
+def _check_valid(program: Program) -> None:
+    """Every reference names a live tensor of the right shape; every mode suits its kind."""
+    live: dict[int, tuple[tuple[int, ...], bool]] = {}
+    for i, step in enumerate(program.steps):
+        info, shape = KINDS[step.kind], program.input_shape(step)
+        assert step.mode in INPUT_MODES
+        if step.mode in ("reuse", "realloc"):
+            assert step.ref in live and live[step.ref][0] == shape, (i, step)
+            assert live[step.ref][1] or not info.contiguous
+            if step.mode == "realloc":
+                del live[step.ref]
+        if step.mode == "feedback":
+            previous = program.steps[i - 1]
+            assert step.ref == i - 1 and KINDS[previous.kind].feedback_output is not None
+            assert program.input_shape(previous) == shape and not info.contiguous
+        if step.mode == "overlap":
+            assert info.inputs == 2 and 0 <= step.overlap_offset < step.batch
+        if info.contiguous:
+            assert step.mode not in ("transposed", "rows", "feedback")
+        assert (step.scalar is not None) == (step.kind == "scale")
+        assert step.cpu_buf_value is None or step.kind == "cpu_buf"
+        if step.recheck:
+            assert any(s.hold for s in program.steps[:i])
+        if step.mode in programs.MADE_BY_HARNESS:
+            live[i] = (shape, step.mode in programs.CONTIGUOUS_MODES)
+
+
+def test_programs_are_valid_and_cover_every_mode() -> None:
+    seen_modes, seen_kinds, seen_scalars = set(), set(), set()
+    flags = {"mark_step": 0, "hold": 0, "recheck": 0}
+    for seed in SEEDS:
+        program = generate(seed)
+        _check_valid(program)
+        assert math.ceil(programs.DEFAULT_MAX_STEPS / 2) <= len(program.steps) <= programs.DEFAULT_MAX_STEPS
+        for step in program.steps:
+            seen_modes.add(step.mode)
+            seen_kinds.add(step.kind)
+            seen_scalars.add(step.scalar[0] if step.scalar else None)
+            for name in flags:
+                flags[name] += getattr(step, name)
+        assert len({s.batch for s in program.steps}) <= 2
+    assert seen_modes == set(INPUT_MODES)
+    assert seen_kinds == set(KINDS)
+    assert seen_scalars == {None, *programs.SCALAR_TYPES}
+    assert all(n > 0 for n in flags.values())
+
+
+# The child, in this process, with Dynamo's eager backend.
+
+torch = pytest.importorskip("torch")
+from grace.difftest import execute  # noqa: E402  (needs torch)
+
+
+def test_programs_agree_with_eager_on_cpu() -> None:
+    for seed in range(8):
+        torch._dynamo.reset()
+        result = execute.run_program(generate(seed), "cpu", backend="eager")
+        assert result["status"] == "ok", result
+        assert result["calls"] == len(generate(seed).steps)
+
+
+def _run_with(program: Program, compile_fn: Any) -> dict[str, Any]:
+    run = execute.ProgramRun(program, "cpu", backend="eager")
+    run.compile_fn = compile_fn
+    return run.run()
+
+
+def _pointwise_program(steps: int = 3, **flags: Any) -> Program:
+    program = Program(seed=5, kinds=["pointwise"], width=4, channels=2, spatial=3, hidden=4)
+    program.steps = [programs.Step("pointwise", "fresh", 2, value_seed=i, **flags) for i in range(steps)]
+    return program
+
+
+def test_a_wrong_result_is_a_mismatch_at_its_step() -> None:
+    calls = []
+
+    def compile_fn(fn: Any) -> Any:
+        def wrong(x: Any) -> Any:
+            calls.append(1)
+            return fn(x) + (0.01 if len(calls) == 2 else 0.0)
+        return wrong
+
+    result = _run_with(_pointwise_program(), compile_fn)
+    assert (result["status"], result["step"], result["kind"], result["calls"]) == ("mismatch", 1, "pointwise", 2)
+    assert "output 0" in result["detail"]
+
+
+def test_a_compiled_exception_is_an_error_with_its_type() -> None:
+    def compile_fn(fn: Any) -> Any:
+        def broken(x: Any) -> Any:
+            raise RuntimeError("CUDA error: misaligned address at 0x7f00")
+        return broken
+
+    result = _run_with(_pointwise_program(), compile_fn)
+    assert (result["status"], result["step"]) == ("error", 0)
+    assert result["detail"] == "step 0 (pointwise): RuntimeError: CUDA error: misaligned address at 0x7f00"
+    assert result["error_kind"] == "RuntimeError: CUDA error: misaligned address at #"
+
+
+def test_a_buffer_that_differs_from_eager_is_a_mismatch() -> None:
+    program = Program(seed=3, kinds=["mutate_buf"], width=4, channels=2, spatial=3, hidden=4)
+    program.steps = [programs.Step("mutate_buf", "fresh", 2, value_seed=1)]
+
+    def compile_fn(module: Any) -> Any:
+        def forward(x: Any) -> Any:
+            out = module(x)
+            module.buf.add_(1.0)  # a stray write the outputs do not show
+            return out
+        return forward
+
+    result = _run_with(program, compile_fn)
+    assert result["status"] == "mismatch" and "buf" in result["detail"]
+
+
+class _Overwritten:
+    """Stands for a CUDA graph output that a later replay overwrote: reading it raises."""
+
+    def detach(self) -> Any:
+        raise RuntimeError("Error: " + execute.OVERWRITTEN + " by a subsequent run.")
+
+
+def test_reading_an_overwritten_held_output_is_expected() -> None:
+    run = execute.ProgramRun(_pointwise_program(1), "cpu", backend="eager")
+    good = torch.ones(2)
+    run.held = [execute.Held(0, "pointwise", [_Overwritten()], [good]),
+                execute.Held(1, "pointwise", [good.clone()], [good])]
+    run.index = 2
+    run.recheck()
+    assert [h.step for h in run.held] == [1]
+    assert run.expected == ["step 2: held output of step 0 (pointwise) overwritten"]
+
+
+def test_a_held_output_that_reads_but_changed_is_a_mismatch() -> None:
+    run = execute.ProgramRun(_pointwise_program(1), "cpu", backend="eager")
+    run.held = [execute.Held(0, "pointwise", [torch.zeros(2)], [torch.ones(2)])]
+    with pytest.raises(execute.Mismatch, match="held output 0 of step 0"):
+        run.recheck()
+
+
+def test_inputs_have_the_layout_their_mode_names() -> None:
+    shape = (4, 6)
+    assert execute.make_tensor(shape, "misaligned", 1, "cpu").storage_offset() == 1
+    assert execute.make_tensor(shape, "transposed", 1, "cpu").stride() == (1, 4)
+    assert execute.make_tensor(shape, "rows", 1, "cpu").stride() == (12, 1)
+    assert execute.make_tensor((2, 3, 4, 4), "transposed", 1, "cpu").is_contiguous(memory_format=torch.channels_last)
+    for mode in ("fresh", "misaligned", "transposed", "rows"):  # the same values in every layout
+        torch.testing.assert_close(execute.make_tensor(shape, mode, 7, "cpu"), execute.make_tensor(shape, "fresh", 7, "cpu"))
+    x, y = execute.make_overlapping(shape, 1, 3, "cpu")
+    assert x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr() and torch.equal(x[1:], y[:-1])
+    same = execute.make_overlapping(shape, 0, 3, "cpu")
+    assert same[0] is same[1]
+
+
+# Judging and reports, on hand-made records.
+
+def _r(config: str, status: str, seed: int = 1, kind: str = "", step: int | None = None,
+       calls: int = 4) -> dict[str, Any]:
+    return {"seed": seed, "configuration": config, "status": status, "error_kind": kind, "step": step,
+            "calls": calls, "detail": f"{status} detail", "kind": None}
+
+
+OVERWRITE = "RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten"
+
+
+@pytest.mark.parametrize("stock, other, worse", [
+    (_r("stock", "ok"), _r("all", "ok"), False),
+    (_r("stock", "ok"), _r("all", "mismatch", step=2), True),
+    (_r("stock", "ok"), _r("all", "error", kind="RuntimeError: x", step=2), True),
+    (_r("stock", "ok"), _r("all", "crash"), True),
+    (_r("stock", "ok"), _r("all", "timeout"), True),
+    (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "error", kind=OVERWRITE, step=3), False),
+    (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "error", kind=OVERWRITE, step=5), False),
+    (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "error", kind=OVERWRITE, step=1), True),
+    (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "error", kind="AssertionError: ", step=3), True),
+    (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "ok"), False),
+    (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "mismatch", step=3), True),
+    (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "crash"), True),
+    (_r("stock", "mismatch", step=2), _r("all", "mismatch", step=2), False),
+    (_r("stock", "mismatch", step=2), _r("all", "error", kind="x", step=2), False),
+    (_r("stock", "mismatch", step=2), _r("all", "crash"), True),
+    (_r("stock", "crash"), _r("all", "mismatch"), False),
+    (_r("stock", "timeout"), _r("all", "crash"), False),
+])
+def test_worse_than_stock(stock: dict, other: dict, worse: bool) -> None:
+    assert is_worse(stock, other) is worse
+
+
+def _records() -> list[dict[str, Any]]:
+    return [
+        _r("stock", "ok", seed=1), _r("all", "mismatch", seed=1, step=2), _r("cgct", "ok", seed=1),
+        _r("stock", "error", seed=2, kind=OVERWRITE, step=3), _r("all", "error", seed=2, kind=OVERWRITE, step=3),
+        _r("cgct", "crash", seed=2, calls=0),
+        _r("stock", "ok", seed=3), _r("all", "ok", seed=3), _r("cgct", "timeout", seed=3, calls=0),
+    ]
+
+
+def test_summary_counts_and_columns(tmp_path: Path) -> None:
+    settings = Settings(configs=["stock", "cgct", "all"], out=tmp_path, max_steps=5, kinds=["pointwise"])
+    rows = write_reports(tmp_path, _records(), settings)
+    with (tmp_path / "summary.csv").open() as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames) == SUMMARY_COLUMNS == (
+            "configuration", "programs", "calls", "ok", "mismatch", "error", "crash", "timeout", "worse_than_stock")
+        table = {row["configuration"]: row for row in reader}
+    assert [r["configuration"] for r in rows] == ["stock", "cgct", "all"]
+    assert table["stock"] == {"configuration": "stock", "programs": "3", "calls": "12", "ok": "2", "mismatch": "0",
+                              "error": "1", "crash": "0", "timeout": "0", "worse_than_stock": ""}
+    assert (table["cgct"]["crash"], table["cgct"]["timeout"], table["cgct"]["worse_than_stock"]) == ("1", "1", "2")
+    assert (table["all"]["mismatch"], table["all"]["worse_than_stock"]) == ("1", "1")
+    assert {(r["seed"], r["configuration"]) for r in worse_than_stock(_records())} == {(1, "all"), (2, "cgct"), (3, "cgct")}
+
+
+def test_worse_md_lists_replay_commands_and_stock_failures(tmp_path: Path) -> None:
+    settings = Settings(configs=["stock", "cgct", "all"], out=tmp_path, max_steps=5, kinds=["pointwise"])
+    write_reports(tmp_path, _records(), settings)
+    text = (tmp_path / "worse_than_stock.md").read_text()
+    assert "## seed 1, all: mismatch (stock: ok)" in text
+    assert replay_command(1, "all", settings) in text
+    assert "GRACE_PI=1" in replay_command(1, "all", settings)
+    assert "run-one --seed 1 --device cuda --max-steps 5 --kinds pointwise" in replay_command(1, "all", settings)
+    stock_part = text.split("# Stock's own failures", 1)[1]
+    assert "seed 2: error" in stock_part and "GRACE_DISABLE=1" in stock_part
+
+
+def test_summary_without_stock_judges_nothing() -> None:
+    rows = summarize([r for r in _records() if r["configuration"] != "stock"], ["cgct", "all"])
+    assert all(row["worse_than_stock"] == "" for row in rows)
+
+
+def test_child_output_is_read_and_crashes_are_recognised() -> None:
+    line = json.dumps({"seed": 4, "status": "ok", "calls": 3, "step": None, "detail": ""})
+    assert parse_child(f"noise\n{line}\n", 0, 4)["status"] == "ok"
+    assert parse_child(f"{line}\nwarning\n", 0, 4)["calls"] == 3
+    crashed = parse_child("Fatal Python error: Aborted\n", -6, 4)
+    assert crashed["status"] == "crash" and "SIGABRT" in crashed["detail"]
+    assert parse_child("", 1, 4)["status"] == "crash"
+    late = parse_child(line, -11, 4)
+    assert late["status"] == "crash" and "after reporting ok" in late["detail"]
+    error = json.dumps({"seed": 4, "status": "error", "calls": 2, "step": 1, "detail": "CUDA error"})
+    assert parse_child(error, -6, 4)["status"] == "error"  # a broken context aborting at exit
+    assert parse_child(line.replace('"seed": 4', '"seed": 5'), 0, 4)["status"] == "crash"
+
+
+# The real subprocess path.
+
+def _run_cli(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grace.difftest", "run", "--device", "cpu", "--out", str(tmp_path),
+                           "--jobs", "2", "--timeout", "240", *args],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def _check_run(tmp_path: Path, proc: subprocess.CompletedProcess, configs: list[str], seeds: int) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["seed"], r["configuration"]) for r in records) == sorted(
+        (s, c) for s in range(seeds) for c in configs)
+    assert all(r["status"] == "ok" for r in records), records
+    assert all(r["env"] == CONFIGURATIONS[r["configuration"]] for r in records)
+    with (tmp_path / "summary.csv").open() as f:
+        table = {row["configuration"]: row for row in csv.DictReader(f)}
+    assert list(table) == configs
+    assert all(int(table[c]["programs"]) == seeds and int(table[c]["calls"]) > 0 for c in configs)
+    assert "seed 0 started" in proc.stdout and "configuration" in proc.stdout
+    assert not (tmp_path / "scratch").exists()
+
+
+def test_run_through_subprocesses_with_dynamo_only(tmp_path: Path) -> None:
+    configs = ["stock", "all"]
+    proc = _run_cli(tmp_path, "--configs", ",".join(configs), "--seconds", "60", "--programs", "2",
+                    "--max-steps", "3", "--kinds", "pointwise,scale,alias", "--backend", "eager", timeout=180)
+    _check_run(tmp_path, proc, configs, 2)
+
+
+@pytest.mark.slow
+def test_run_through_subprocesses_with_inductor(tmp_path: Path) -> None:
+    proc = _run_cli(tmp_path, "--configs", "stock", "--seconds", "60", "--programs", "2", "--max-steps", "3",
+                    "--kinds", "pointwise", timeout=300)
+    _check_run(tmp_path, proc, ["stock"], 2)
