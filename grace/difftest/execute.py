@@ -360,6 +360,7 @@ class ProgramRun:
         out_c = as_tensors(case.compiled(*args))
         self.calls += 1
         del args
+        self.synchronize()  # an asynchronous fault of the compiled call surfaces here, not in eager
         out_e = self.eager_call(case, self.eager_side.inputs(index, step, self.program, self.device))
         self.synchronize()
         tol = KINDS[step.kind].tolerance

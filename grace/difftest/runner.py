@@ -88,6 +88,9 @@ def child_env(config: str, scratch: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
     env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
+    # Tiny programs compile a handful of kernels: in the child's own process that is quicker
+    # than starting a pool of compile workers per child, J children at a time.
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     env["GRACE_SCG_CACHE_DIR"] = str(scratch / "scg-cache")
     env["GRACE_SCG_REPORT"] = str(scratch / "scg-report.json")
     return env
@@ -299,20 +302,30 @@ class Campaign:
         self.say(f"configs {','.join(s.configs)}; device {s.device}; {s.jobs} at a time; "
                  f"{s.seconds:.0f} s from seed {s.start_seed}; replay a program with "
                  f"`python -m grace.difftest {' '.join(child_args(s.start_seed, s))}`")
+        try:
+            self.loop()
+        except KeyboardInterrupt:
+            self.cancel_all("interrupted")
+        self.progress()
+        shutil.rmtree(self.out / "scratch", ignore_errors=True)
+        for folder in [*(self.out / "logs").glob("*"), self.out / "logs"]:  # the empty ones
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        return self.records
+
+    def loop(self) -> None:
+        s = self.settings
         while True:
             if s.hard_seconds is not None and self.elapsed() > s.hard_seconds:
-                self.cancel_all()
-                break
+                self.cancel_all("hard limit")
+                return
             self.fill()
             if not self.running and not self.pending:
-                break
+                return
             self.poll()
             if time.monotonic() - self.last_progress > PROGRESS_EVERY_S:
                 self.progress()
             time.sleep(0.1)
-        self.progress()
-        shutil.rmtree(self.out / "scratch", ignore_errors=True)
-        return self.records
 
     def may_start_seed(self) -> bool:
         s = self.settings
@@ -363,14 +376,14 @@ class Campaign:
         child.process.wait()
         child.log_file.close()
 
-    def cancel_all(self) -> None:
+    def cancel_all(self, why: str) -> None:
         for child in list(self.running):
             self.kill(child)
             self.running.remove(child)
             self.cancelled += 1
         self.cancelled += len(self.pending)
         self.pending.clear()
-        self.say(f"hard limit: {self.cancelled} (seed, configuration) runs cancelled, not counted")
+        self.say(f"{why}: {self.cancelled} (seed, configuration) runs cancelled, not counted")
 
     def finish(self, child: Child, result: dict[str, Any]) -> None:
         self.running.remove(child)

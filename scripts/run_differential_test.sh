@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Randomized differential test of torch.compile(mode="reduce-overhead") (CUDA graph trees) against
+# eager, under stock PyTorch and every GraCE configuration side by side on one GPU: the same
+# random programs (grace/difftest/programs.py), each (program, configuration) in its own process.
+# Writes results/raw/differential/<run>/ (results.jsonl, summary.csv, worse_than_stock.md, logs/
+# of the runs that were not ok) and prints the summary.
+#
+#   bash scripts/run_differential_test.sh
+#   SECONDS_BUDGET=900 JOBS=6 CONFIGS="stock all" bash scripts/run_differential_test.sh
+#
+# SECONDS_BUDGET: no new program starts after it (default 300); programs already started still
+# run under every configuration, unless HARD_SECONDS (default SECONDS_BUDGET + 270) ends them
+# first (those runs are dropped, not counted). CONFIGS: configuration names (default: every one,
+# `python -m grace.report.upstream --list`). JOBS: processes at a time (default 4). START_SEED
+# (default: a fresh one per run, printed), MAX_STEPS (default 12), KINDS (default: all), TIMEOUT
+# seconds per (program, configuration) (default 240), RUN_ID; DEVICE=cpu checks the plumbing on a
+# machine without a GPU (no CUDA graphs there).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=$(bash scripts/python.sh) || { bash scripts/setup.sh >/dev/null && PY=$(bash scripts/python.sh); } || exit 2
+DEVICE=${DEVICE:-cuda}
+[ "$DEVICE" = cpu ] || "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || {
+  echo "run_differential_test: no CUDA GPU; CUDA graphs need one (DEVICE=cpu runs the plumbing only)" >&2; exit 2; }
+
+RUN_ID=${RUN_ID:-$(date -u +%Y%m%d-%H%M%S)}
+RAW=results/raw/differential/$RUN_ID
+SECONDS_BUDGET=${SECONDS_BUDGET:-300}
+HARD_SECONDS=${HARD_SECONDS:-$((SECONDS_BUDGET + 270))}
+CONFIGS=${CONFIGS:-$("$PY" -m grace.report.upstream --list)}
+JOBS=${JOBS:-4}
+START_SEED=${START_SEED:-$(( $(date +%s) % 100000 * 1000 ))}
+MAX_STEPS=${MAX_STEPS:-12}
+TIMEOUT=${TIMEOUT:-240}
+mkdir -p "$RAW"
+echo "$RUN_ID" > results/raw/differential/latest.txt
+{ echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')";
+  echo "configs $CONFIGS"; echo "jobs $JOBS"; echo "start seed $START_SEED"; echo "max steps $MAX_STEPS";
+  echo "kinds ${KINDS:-all}"
+  "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")'
+} > "$RAW/meta.txt"
+echo "run $RUN_ID: $RAW (start seed $START_SEED)"
+
+"$PY" -m grace.difftest run --device "$DEVICE" --out "$RAW" --configs "$(echo $CONFIGS | tr ' ' ',')" \
+  --seconds "$SECONDS_BUDGET" --hard-seconds "$HARD_SECONDS" --jobs "$JOBS" --start-seed "$START_SEED" \
+  --max-steps "$MAX_STEPS" --timeout "$TIMEOUT" ${KINDS:+--kinds "$KINDS"}
+status=$?
+echo
+cat "$RAW/summary.csv" 2>/dev/null
+echo "worse than stock: $RAW/worse_than_stock.md"
+exit $status
