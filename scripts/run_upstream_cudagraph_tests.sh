@@ -12,7 +12,8 @@
 # grace.report.upstream --list`), JOBS the pytest-xdist workers of each, RUN_ID the folder under
 # results/raw/upstream_cudagraph_trees/. A configuration whose junit.xml exists there is not run
 # again, so a run cut short resumes. Each configuration's pytest runs under `timeout`
-# (CONFIG_TIMEOUT seconds); its log names the tests it finished.
+# (CONFIG_TIMEOUT seconds); its log names the tests it finished. ALSO_RUNS names earlier runs
+# whose configurations the table takes where this run has none (each named in the differences).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/python.sh) || { bash scripts/setup.sh >/dev/null && PY=$(bash scripts/python.sh); } || exit 2
@@ -51,6 +52,9 @@ for cfg in $CONFIGS; do
   (
     # a fresh SCG decision cache and report folder per configuration: no decision is shared
     export GRACE_SCG_CACHE_DIR="$PWD/$dir/scg-cache" GRACE_SCG_REPORT="$PWD/$dir/scg-report.json"
+    # and Inductor's caches of its own: their keys do not hold GraCE's switches, so configurations
+    # running side by side must never serve each other compiled code
+    export TORCHINDUCTOR_CACHE_DIR="/tmp/grace-upstream-inductor/$RUN_ID/$cfg"
     for kv in $env_line; do export "$kv"; done
     cd "$UPSTREAM_DIR" && timeout -k 10 "$CONFIG_TIMEOUT" "$PY" -m pytest -c /dev/null --rootdir "$UPSTREAM_DIR" \
       -p no:cacheprovider -q -n "$JOBS" --timeout 240 -k "$DESELECT" -rfE --tb=short -v \
@@ -66,4 +70,4 @@ while [ -n "$(jobs -rp)" ]; do
   echo "[$(( $(date +%s) - start )) s] $done_n configuration(s) finished; $tests test results so far"
 done
 wait
-"$PY" -m grace.report.upstream --run-id "$RUN_ID"
+"$PY" -m grace.report.upstream --run-id "$RUN_ID" ${ALSO_RUNS:+$(for r in $ALSO_RUNS; do printf -- '--also %s ' "$r"; done)}

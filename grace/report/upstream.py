@@ -124,12 +124,18 @@ def differences(stock: dict[str, Result], other: dict[str, Result]) -> list[tupl
     return out
 
 
-def write_report(run_dir: Path, processed: Path) -> tuple[Path, Path]:
-    configs = [c for c in CONFIGURATIONS if (run_dir / c).is_dir()]
-    configs += sorted(p.name for p in run_dir.iterdir() if p.is_dir() and p.name not in CONFIGURATIONS)
+def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> tuple[Path, Path]:
+    """The table and the differences for ``run_dir``'s configurations, and for those of the runs
+    in ``also`` that ``run_dir`` lacks (the first run in ``also`` that has one)."""
+    source: dict[str, Path] = {}
+    for run in (run_dir, *also):
+        for folder in sorted(p for p in run.iterdir() if p.is_dir()):
+            if (folder / "pytest.log").is_file() or (folder / "junit.xml").is_file():
+                source.setdefault(folder.name, run)
+    configs = [c for c in CONFIGURATIONS if c in source] + sorted(c for c in source if c not in CONFIGURATIONS)
     if not configs:
         raise FileNotFoundError(f"no configuration folders in {run_dir}")
-    results = {c: read_configuration(run_dir / c) for c in configs}
+    results = {c: read_configuration(source[c] / c) for c in configs}
     processed.mkdir(parents=True, exist_ok=True)
     table = processed / f"{EXPERIMENT}.csv"
     with table.open("w", newline="") as f:
@@ -138,8 +144,9 @@ def write_report(run_dir: Path, processed: Path) -> tuple[Path, Path]:
         for c in configs:
             n = counts(results[c])
             w.writerow([c, *(n[o] for o in OUTCOMES)])
-    lines = [f"# Upstream CUDA graph trees tests: outcomes that differ from stock",
-             "", f"Run `{run_dir.name}` (`{run_dir}`); the table is `{table}`.", ""]
+    lines = ["# Upstream CUDA graph trees tests: outcomes that differ from stock", "",
+             f"The table is `{table.name}`. Each configuration's run:", ""]
+    lines += [f"- {c}: `{source[c].name}`" for c in configs] + [""]
     stock = results.get(STOCK, {})
     for c in configs:
         if c == STOCK:
@@ -165,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="print the configuration names")
     p.add_argument("--env", metavar="CONFIGURATION", help="print one configuration's environment")
     p.add_argument("--run-id", default=None, help="default: the run latest.txt names")
+    p.add_argument("--also", action="append", default=[], metavar="RUN_ID",
+                   help="an earlier run whose configurations fill those this run lacks (repeatable)")
     p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     args = p.parse_args(argv)
     if args.list:
@@ -183,7 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"grace.report.upstream: no run {run_id or '(latest.txt missing)'} under {root}; "
               "run scripts/run_upstream_cudagraph_tests.sh on a GPU machine", file=sys.stderr)
         return 2
-    table, differ = write_report(root / run_id, args.results_dir / "processed")
+    missing = [r for r in args.also if not (root / r).is_dir()]
+    if missing:
+        print(f"grace.report.upstream: no run {', '.join(missing)} under {root}", file=sys.stderr)
+        return 2
+    table, differ = write_report(root / run_id, args.results_dir / "processed", [root / r for r in args.also])
     print(table.read_text(), end="")
     print(f"differences from stock: {differ}")
     return 0
