@@ -148,6 +148,14 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
              f"The table is `{table.name}`. Each configuration's run:", ""]
     lines += [f"- {c}: `{source[c].name}`" for c in configs] + [""]
     stock = results.get(STOCK, {})
+    # xdist hands tests to workers in no fixed order, and a few upstream tests depend on what ran
+    # before them in their process: a test stock failed in any of these runs is marked as such
+    stock_failed: dict[str, str] = {}
+    for run in (run_dir, *also):
+        if (run / STOCK).is_dir():
+            for test, r in read_configuration(run / STOCK).items():
+                if r.outcome in ("failed", "errors"):
+                    stock_failed.setdefault(test, run.name)
     for c in configs:
         if c == STOCK:
             continue
@@ -160,11 +168,16 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
             lines.append("Every test has stock's outcome.")
         else:
             lines += ["| test | stock | this configuration | message |", "| --- | --- | --- | --- |"]
-            lines += [f"| `{t}` | {s.outcome} | {o.outcome} | {o.message.replace('|', '/')} |" for t, s, o in diff]
+            lines += [f"| `{t}` | {s.outcome}{_flaky(stock_failed, t)} | {o.outcome} | {o.message.replace('|', '/')} |"
+                      for t, s, o in diff]
         lines.append("")
     differ = processed / f"{EXPERIMENT}_differ.md"
     differ.write_text("\n".join(lines))
     return table, differ
+
+
+def _flaky(stock_failed: dict[str, str], test: str) -> str:
+    return f" (stock failed it in run `{stock_failed[test]}`)" if test in stock_failed else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,70 @@
+"""The upstream CUDA graph trees report: configurations, junit and log parsing, differences."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from grace.report import upstream
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="test_cudagraph_trees.CudaGraphTreeTests" name="test_a"/>
+<testcase classname="test_cudagraph_trees.CudaGraphTreeTests" name="test_b">
+  <failure message="AssertionError: Scalars are not equal!&#10;Expected 2 but got 4.">trace</failure></testcase>
+<testcase classname="test_cudagraph_trees.CudaGraphTreeTests" name="test_c"><skipped message="needs 2 GPUs"/></testcase>
+<testcase classname="test_cudagraph_trees.TestSAC" name="test_d">
+  <error message="failed on teardown with &quot;AssertionError&quot;">trace</error></testcase>
+</testsuite></testsuites>"""
+
+
+def _run(root: Path, name: str, configs: dict[str, str]) -> Path:
+    run = root / "raw" / upstream.EXPERIMENT / name
+    for config, junit in configs.items():
+        (run / config).mkdir(parents=True)
+        (run / config / "junit.xml").write_text(junit)
+    return run
+
+
+def test_every_configuration_has_an_environment_and_stock_disables_grace() -> None:
+    assert upstream.env_line("stock") == "GRACE_DISABLE=1"
+    for name in upstream.CONFIGURATIONS:
+        line = upstream.env_line(name)
+        if name not in ("stock", "all-free") and "GRACE_SCG=1" in line:
+            assert "GRACE_SCG_FORCE=graph" in line, f"{name}: SCG forced to graph for upstream's tests"
+
+
+def test_junit_outcomes_and_first_lines() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "junit.xml"
+        path.write_text(JUNIT)
+        results = upstream.read_junit(path)
+    assert results["CudaGraphTreeTests::test_a"].outcome == "passed"
+    assert results["CudaGraphTreeTests::test_b"] == upstream.Result("failed", "AssertionError: Scalars are not equal!")
+    assert results["CudaGraphTreeTests::test_c"].outcome == "skipped"
+    assert results["TestSAC::test_d"].outcome == "errors"
+
+
+def test_a_verbose_log_stands_in_for_a_missing_junit(tmp_path: Path) -> None:
+    log = tmp_path / "pytest.log"
+    log.write_text("[gw0] [ 10%] PASSED test_cudagraph_trees.py::CudaGraphTreeTests::test_a \n"
+                   "[gw1] [ 20%] FAILED test_cudagraph_trees.py::TestSAC::test_d \n")
+    results = upstream.read_configuration(tmp_path)
+    assert results == {"CudaGraphTreeTests::test_a": upstream.Result("passed"),
+                       "TestSAC::test_d": upstream.Result("failed")}
+
+
+def test_the_table_and_differences_take_missing_configurations_from_earlier_runs(tmp_path: Path) -> None:
+    passing = JUNIT.replace('<failure message="AssertionError: Scalars are not equal!&#10;Expected 2 but got 4.">'
+                            'trace</failure>', "")
+    early = _run(tmp_path, "early", {"stock": JUNIT, "pi-ptx": JUNIT})
+    late = _run(tmp_path, "late", {"stock": passing, "cgct": JUNIT})
+    table, differ = upstream.write_report(late, tmp_path / "processed", [early])
+    rows = {r["configuration"]: r for r in csv.DictReader(table.open())}
+    assert list(rows) == ["stock", "cgct", "pi-ptx"]
+    assert rows["stock"] == {"configuration": "stock", "passed": "2", "failed": "0", "errors": "1", "skipped": "1"}
+    assert rows["cgct"]["failed"] == "1"
+    text = differ.read_text()
+    assert "- pi-ptx: `early`" in text and "- cgct: `late`" in text
+    assert "`CudaGraphTreeTests::test_b` | passed (stock failed it in run `early`) | failed" in text
