@@ -33,7 +33,7 @@ MAX_STEPS=${MAX_STEPS:-12}
 TIMEOUT=${TIMEOUT:-240}
 mkdir -p "$RAW"
 echo "$RUN_ID" > results/raw/differential/latest.txt
-{ echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')";
+{ echo "code sha256 $(bash scripts/code_digest.sh) (scripts/code_digest.sh at a commit finds it)";
   echo "configs $CONFIGS"; echo "jobs $JOBS"; echo "start seed $START_SEED"; echo "max steps $MAX_STEPS";
   echo "kinds ${KINDS:-all}"
   "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")'

@@ -37,7 +37,7 @@ CONFIG_TIMEOUT=${CONFIG_TIMEOUT:-560}
 DESELECT="not saved_activation_not_static and not no_partition_keeps_static"
 mkdir -p "$RAW"
 echo "$RUN_ID" > results/raw/upstream_cudagraph_trees/latest.txt
-{ echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')";
+{ echo "code sha256 $(bash scripts/code_digest.sh) (scripts/code_digest.sh at a commit finds it)";
   echo "test file sha256 $(sha256sum "$UPSTREAM_DIR/test_cudagraph_trees.py" | cut -c1-16)";
   echo "configs $CONFIGS"; echo "jobs $JOBS"; "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'; } > "$RAW/meta.txt"
 
@@ -57,7 +57,7 @@ for cfg in $CONFIGS; do
     export TORCHINDUCTOR_CACHE_DIR="/tmp/grace-upstream-inductor/$RUN_ID/$cfg"
     for kv in $env_line; do export "$kv"; done
     cd "$UPSTREAM_DIR" && timeout -k 10 "$CONFIG_TIMEOUT" "$PY" -m pytest -c /dev/null --rootdir "$UPSTREAM_DIR" \
-      -p no:cacheprovider -q -n "$JOBS" --timeout 240 -k "$DESELECT" -rfE --tb=short -v \
+      -p no:cacheprovider -n "$JOBS" --timeout 240 -k "$DESELECT" -rfE --tb=short -v \
       test_cudagraph_trees.py --junitxml="$OLDPWD/$dir/junit.xml" > "$OLDPWD/$dir/pytest.log" 2>&1
     echo "exit $?" >> "$OLDPWD/$dir/pytest.log"
   ) &
