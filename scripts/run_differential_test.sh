@@ -12,7 +12,7 @@
 # run under every configuration, unless HARD_SECONDS (default SECONDS_BUDGET + 270) ends them
 # first (those runs are dropped, not counted). CONFIGS: configuration names (default: every one,
 # `python -m grace.report.upstream --list`). JOBS: processes at a time (default 4). START_SEED
-# (default: a fresh one per run, printed), MAX_STEPS (default 12), KINDS (default: all), TIMEOUT
+# (default: a fresh one per run, printed), MAX_STEPS (default 150), KINDS (default: all), TIMEOUT
 # seconds per (program, configuration) (default 240), RUN_ID; DEVICE=cpu checks the plumbing on a
 # machine without a GPU (no CUDA graphs there).
 set -uo pipefail
@@ -29,7 +29,7 @@ HARD_SECONDS=${HARD_SECONDS:-$((SECONDS_BUDGET + 270))}
 CONFIGS=${CONFIGS:-$("$PY" -m grace.report.upstream --list)}
 JOBS=${JOBS:-4}
 START_SEED=${START_SEED:-$(( $(date +%s) % 100000 * 1000 ))}
-MAX_STEPS=${MAX_STEPS:-12}
+MAX_STEPS=${MAX_STEPS:-150}
 TIMEOUT=${TIMEOUT:-240}
 mkdir -p "$RAW"
 echo "$RUN_ID" > results/raw/differential/latest.txt

@@ -9,11 +9,21 @@
 # UPSTREAM_DIR holds test_cudagraph_trees.py and expecttest's wheel (PyTorch's BSD-licensed test
 # file is never committed here: copy ../shared/upstream into an ignored folder). CONFIGS picks
 # configurations (default: all of grace/report/upstream.py's CONFIGURATIONS, `python -m
-# grace.report.upstream --list`), JOBS the pytest-xdist workers of each, RUN_ID the folder under
-# results/raw/upstream_cudagraph_trees/. A configuration whose junit.xml exists there is not run
-# again, so a run cut short resumes. Each configuration's pytest runs under `timeout`
-# (CONFIG_TIMEOUT seconds); its log names the tests it finished. ALSO_RUNS names earlier runs
-# whose configurations the table takes where this run has none (each named in the differences).
+# grace.report.upstream --list`), RUN_ID the folder under results/raw/upstream_cudagraph_trees/.
+#
+# The order is fixed: the tests are collected once and cut into SHARDS contiguous pieces (default
+# 2), each run by its own pytest process in collection order, so every configuration runs each
+# test after the same predecessors (some upstream tests depend on what ran before them in their
+# process). At most PROCS pytest processes run at once (default 16). A shard whose junit XML
+# exists is not run again, so a run cut short resumes; each runs under `timeout` (SHARD_TIMEOUT
+# seconds) and its log names the tests it finished.
+#
+# Then every test whose outcome differs from stock's is run once more, alone in its
+# configuration, under grace/report/upstream_recheck.py: a failure's frames are released before
+# tearDown's leak checks, and a FileCheck on generated code is recorded instead of raised, so
+# the differences file can say whether a difference is a real leak, a wrong value, or only the
+# code check (RECHECK=0 skips this). ALSO_RUNS names earlier runs whose configurations the
+# table takes where this run has none (each named in the differences).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/python.sh) || { bash scripts/setup.sh >/dev/null && PY=$(bash scripts/python.sh); } || exit 2
@@ -31,43 +41,81 @@ fi
 RUN_ID=${RUN_ID:-$(date -u +%Y%m%d-%H%M%S)}
 RAW=results/raw/upstream_cudagraph_trees/$RUN_ID
 CONFIGS=${CONFIGS:-$("$PY" -m grace.report.upstream --list)}
-JOBS=${JOBS:-2}
-CONFIG_TIMEOUT=${CONFIG_TIMEOUT:-560}
+SHARDS=${SHARDS:-2}
+PROCS=${PROCS:-16}
+SHARD_TIMEOUT=${SHARD_TIMEOUT:-560}
+RECHECK=${RECHECK:-1}
 # Two tests need a torch newer than 2.11 (see the upstream folder's README).
 DESELECT="not saved_activation_not_static and not no_partition_keeps_static"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$RAW"
 echo "$RUN_ID" > results/raw/upstream_cudagraph_trees/latest.txt
 { echo "code sha256 $(bash scripts/code_digest.sh) (scripts/code_digest.sh at a commit finds it)";
   echo "test file sha256 $(sha256sum "$UPSTREAM_DIR/test_cudagraph_trees.py" | cut -c1-16)";
-  echo "configs $CONFIGS"; echo "jobs $JOBS"; "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'; } > "$RAW/meta.txt"
+  echo "configs $CONFIGS"; echo "shards $SHARDS"; "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'; } > "$RAW/meta.txt"
+
+pytest_in_upstream() {  # pytest_in_upstream LOG ARGS...: pytest from UPSTREAM_DIR under SHARD_TIMEOUT; log and exit status in LOG
+  local log=$1; shift
+  (cd "$UPSTREAM_DIR" && timeout -k 10 "$SHARD_TIMEOUT" "$PY" -m pytest -c /dev/null --rootdir "$UPSTREAM_DIR" \
+     -p no:cacheprovider --timeout 240 -rfE --tb=short -v "$@" > "$log" 2>&1; echo "exit $?" >> "$log")
+}
+
+if [ ! -s "$RAW/tests.txt" ]; then
+  (cd "$UPSTREAM_DIR" && GRACE_DISABLE=1 "$PY" -m pytest -c /dev/null --rootdir "$UPSTREAM_DIR" -p no:cacheprovider \
+     --collect-only -q -k "$DESELECT" test_cudagraph_trees.py) | sed -n 's/^test_cudagraph_trees.py:://p' > "$RAW/tests.txt.part" \
+    && mv "$RAW/tests.txt.part" "$RAW/tests.txt" || { echo "run_upstream_cudagraph_tests: collection failed" >&2; exit 2; }
+  (cd "$RAW" && split -n "l/$SHARDS" -d -a 2 tests.txt shard-)
+fi
+echo "$(wc -l < "$RAW/tests.txt") tests, $(ls "$RAW"/shard-* | wc -l) shards per configuration"
 
 start=$(date +%s)
-pids=()
 for cfg in $CONFIGS; do
-  dir=$RAW/$cfg
-  if [ -s "$dir/junit.xml" ]; then echo "[$cfg] done earlier, kept"; continue; fi
-  mkdir -p "$dir"
   env_line=$("$PY" -m grace.report.upstream --env "$cfg") || exit 2
   echo "[$cfg] $env_line"
-  (
-    # a fresh SCG decision cache and report folder per configuration: no decision is shared
-    export GRACE_SCG_CACHE_DIR="$PWD/$dir/scg-cache" GRACE_SCG_REPORT="$PWD/$dir/scg-report.json"
-    # and Inductor's caches of its own: their keys do not hold GraCE's switches, so configurations
-    # running side by side must never serve each other compiled code
-    export TORCHINDUCTOR_CACHE_DIR="/tmp/grace-upstream-inductor/$RUN_ID/$cfg"
-    for kv in $env_line; do export "$kv"; done
-    cd "$UPSTREAM_DIR" && timeout -k 10 "$CONFIG_TIMEOUT" "$PY" -m pytest -c /dev/null --rootdir "$UPSTREAM_DIR" \
-      -p no:cacheprovider -n "$JOBS" --timeout 240 -k "$DESELECT" -rfE --tb=short -v \
-      test_cudagraph_trees.py --junitxml="$OLDPWD/$dir/junit.xml" > "$OLDPWD/$dir/pytest.log" 2>&1
-    echo "exit $?" >> "$OLDPWD/$dir/pytest.log"
-  ) &
-  pids+=($!)
+  for shard in "$RAW"/shard-*; do
+    k=${shard##*-}
+    dir=$RAW/$cfg
+    if [ -s "$dir/junit-$k.xml" ]; then echo "[$cfg] shard $k done earlier, kept"; continue; fi
+    mkdir -p "$dir"
+    while [ "$(jobs -rp | wc -l)" -ge "$PROCS" ]; do sleep 2; done
+    (
+      # a fresh SCG decision cache and report per configuration and shard: no decision is shared
+      export GRACE_SCG_CACHE_DIR="$PWD/$dir/scg-cache-$k" GRACE_SCG_REPORT="$PWD/$dir/scg-report-$k.json"
+      # and Inductor's caches of its own: their keys do not hold GraCE's switches, so configurations
+      # running side by side must never serve each other compiled code
+      export TORCHINDUCTOR_CACHE_DIR="/tmp/grace-upstream-inductor/$RUN_ID/$cfg-$k"
+      for kv in $env_line; do export "$kv"; done
+      mapfile -t tests < "$shard"
+      pytest_in_upstream "$PWD/$dir/pytest-$k.log" --junitxml="$PWD/$dir/junit-$k.xml" \
+        "${tests[@]/#/test_cudagraph_trees.py::}"
+    ) &
+  done
 done
-while [ -n "$(jobs -rp)" ]; do
-  sleep 30
-  done_n=$(grep -l '^exit ' "$RAW"/*/pytest.log 2>/dev/null | wc -l)
-  tests=$(cat "$RAW"/*/pytest.log 2>/dev/null | grep -cE ' (PASSED|FAILED|ERROR|SKIPPED)')
-  echo "[$(( $(date +%s) - start )) s] $done_n configuration(s) finished; $tests test results so far"
-done
+progress() {
+  local tests; tests=$(cat "$RAW"/*/pytest-*.log 2>/dev/null | grep -cE ' (PASSED|FAILED|ERROR|SKIPPED)')
+  echo "[$(( $(date +%s) - start )) s] $(grep -l '^exit ' "$RAW"/*/pytest-*.log 2>/dev/null | wc -l) shard(s) finished; $tests test results so far"
+}
+while [ -n "$(jobs -rp)" ]; do sleep 30; progress; done
 wait
+
+if [ "$RECHECK" = 1 ] && [ -d "$RAW/stock" ]; then
+  for cfg in $CONFIGS; do
+    [ "$cfg" = stock ] && continue
+    dir=$RAW/$cfg
+    [ -f "$dir/recheck.log" ] && grep -q '^exit ' "$dir/recheck.log" && continue
+    mapfile -t tests < <("$PY" -m grace.report.upstream --run-id "$RUN_ID" --to-recheck "$cfg")
+    [ "${#tests[@]}" -eq 0 ] && continue
+    echo "[$cfg] rechecking ${#tests[@]} test(s) that differ from stock"
+    env_line=$("$PY" -m grace.report.upstream --env "$cfg")
+    (
+      export GRACE_SCG_CACHE_DIR="$PWD/$dir/scg-cache-recheck" TORCHINDUCTOR_CACHE_DIR="/tmp/grace-upstream-inductor/$RUN_ID/$cfg-recheck"
+      export GRACE_UPSTREAM_RECHECK_OUT="$PWD/$dir/recheck.jsonl"
+      for kv in $env_line; do export "$kv"; done
+      rm -f "$GRACE_UPSTREAM_RECHECK_OUT"
+      pytest_in_upstream "$PWD/$dir/recheck.log" -p grace.report.upstream_recheck "${tests[@]/#/test_cudagraph_trees.py::}"
+    ) &
+    while [ "$(jobs -rp | wc -l)" -ge "$PROCS" ]; do sleep 2; done
+  done
+  wait
+fi
 "$PY" -m grace.report.upstream --run-id "$RUN_ID" ${ALSO_RUNS:+$(for r in $ALSO_RUNS; do printf -- '--also %s ' "$r"; done)}

@@ -23,7 +23,7 @@ import torch
 from grace import stats
 from grace.bench import check
 from grace.bench.configs import ConfigError, parse_config, resolve
-from grace.bench.modes import MODES, parse_modes
+from grace.bench.modes import MODES, TREE_CACHE, parse_modes, parse_tree
 from grace.bench.runner import Settings, Target, run, shard
 from grace.bench.workloads import get
 from grace.paths import CONFIGS_DIR, REPO_ROOT
@@ -272,6 +272,40 @@ def test_modes_keep_baselines_stock_and_switch_grace_variants() -> None:
     assert not MODES["pt2-nocg"].uses_cuda_graphs and MODES["pt2-cg"].uses_cuda_graphs
     with pytest.raises(ValueError, match="unknown mode"):
         parse_modes("pt2-cg,fast")
+
+
+def test_a_mode_at_a_tree_runs_that_checkouts_code_with_its_own_cache(tmp_path: Path) -> None:
+    tree = tmp_path / "before"
+    (tree / "grace" / "bench").mkdir(parents=True)
+    (tree / "grace" / "bench" / "worker.py").write_text("")
+    name, folder = parse_tree(f"before={tree}")
+    (mode,) = parse_modes("grace@before", {name: folder})
+    assert (mode.name, mode.tree) == ("grace@before", tree.resolve())
+    assert mode.env == {**MODES["grace"].env, "GRACE_CACHE_DIR": str(tree.resolve() / TREE_CACHE)}
+    with pytest.raises(ValueError, match="no tree 'after'"):
+        parse_modes("grace@after", {name: folder})
+    with pytest.raises(ValueError, match="not a checkout of GraCE"):
+        parse_tree(f"x={tmp_path}")
+    with pytest.raises(ValueError, match="expected NAME=PATH"):
+        parse_tree(str(tree))
+
+
+@pytest.mark.slow
+def test_a_run_times_a_mode_from_another_checkout_beside_this_ones(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    for part in ("grace", "patches", "third_party", "configs"):
+        shutil.copytree(REPO_ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+    worker = tree / "grace" / "bench" / "worker.py"
+    worker.write_text(worker.read_text().replace("\nif __name__ ==", "\nsys.stderr.write('worker from the other tree\\n')\nif __name__ ==", 1))
+    settings = Settings(experiment="cpu_test", run_id="r1", repeat=2, warmup=1, chunk=1, timeout_s=240.0,
+                        device="cpu", size="tiny", results_dir=tmp_path / "results", pin_cpu=-1)
+    modes = parse_modes("grace-cgct,grace-cgct@tree", dict([parse_tree(f"tree={tree}")]))
+    out = run(settings, [Target(get("micro-mlp2"), get("micro-mlp2").batch_size)], modes)
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert [(r["mode"], r["status"]) for r in rows] == [("grace-cgct", "ok"), ("grace-cgct@tree", "ok")]
+    assert "worker from the other tree" in (out / "logs" / "micro-mlp2.grace-cgct@tree.log").read_text()
+    assert "worker from the other tree" not in (out / "logs" / "micro-mlp2.grace-cgct.log").read_text()
+    assert list((tree / TREE_CACHE / "overlay").glob("*/manifest.json")), "the tree's own overlay was built"
 
 
 def test_shards_partition_the_targets() -> None:

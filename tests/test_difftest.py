@@ -194,6 +194,34 @@ def test_reading_an_overwritten_held_output_is_expected() -> None:
     assert run.expected == ["step 2: held output of step 0 (pointwise) overwritten"]
 
 
+def test_an_overwritten_fed_back_input_skips_its_step_and_the_next_feedback_takes_a_fresh_input() -> None:
+    program = _pointwise_program(1)
+    program.steps += [programs.Step("pointwise", "feedback", 2, value_seed=7, ref=0),
+                      programs.Step("pointwise", "feedback", 2, value_seed=8, ref=1)]
+    seen: list[str] = []
+
+    def compile_fn(fn: Any) -> Any:
+        def compiled(x: Any) -> Any:
+            seen.append("call")
+            if len(seen) == 2:  # the first fed-back call: its input was overwritten
+                raise RuntimeError("Error: " + execute.OVERWRITTEN + " by a subsequent run.")
+            return fn(x)
+        return compiled
+
+    result = _run_with(program, compile_fn)
+    assert result["status"] == "ok" and result["calls"] == 2
+    assert result["expected_detail"] == ["step 1: fed-back input overwritten before the call"]
+
+
+def test_the_overwritten_error_on_a_harness_made_input_is_still_an_error() -> None:
+    def compile_fn(fn: Any) -> Any:
+        def compiled(x: Any) -> Any:
+            raise RuntimeError("Error: " + execute.OVERWRITTEN + " by a subsequent run.")
+        return compiled
+
+    assert _run_with(_pointwise_program(), compile_fn)["status"] == "error"
+
+
 def test_a_held_output_that_reads_but_changed_is_a_mismatch() -> None:
     run = execute.ProgramRun(_pointwise_program(1), "cpu", backend="eager")
     run.held = [execute.Held(0, "pointwise", [torch.zeros(2)], [torch.ones(2)])]

@@ -68,3 +68,82 @@ def test_the_table_and_differences_take_missing_configurations_from_earlier_runs
     text = differ.read_text()
     assert "- pi-ptx: `early`" in text and "- cgct: `late`" in text
     assert "`CudaGraphTreeTests::test_b` | passed (stock failed it in run `early`) | failed" in text
+
+
+def test_shards_are_read_together_and_a_stopped_shard_from_its_log(tmp_path: Path) -> None:
+    (tmp_path / "junit-00.xml").write_text(JUNIT)
+    (tmp_path / "pytest-00.log").write_text("exit 1\n")
+    (tmp_path / "pytest-01.log").write_text("[ 10%] PASSED test_cudagraph_trees.py::CudaGraphTreeTests::test_e \n")
+    results = upstream.read_configuration(tmp_path)
+    assert set(results) == {"CudaGraphTreeTests::test_a", "CudaGraphTreeTests::test_b", "CudaGraphTreeTests::test_c",
+                            "TestSAC::test_d", "CudaGraphTreeTests::test_e"}
+    assert results["CudaGraphTreeTests::test_e"] == upstream.Result("passed")
+
+
+def test_only_tests_stock_passed_and_a_configuration_failed_are_rechecked() -> None:
+    R = upstream.Result
+    stock = {"a": R("passed"), "b": R("failed"), "c": R("passed"), "d": R("skipped")}
+    other = {"a": R("errors"), "b": R("errors"), "c": R("passed"), "d": R("failed")}
+    assert upstream.to_recheck(stock, other) == ["a", "d"]
+
+
+RECHECKED_TESTS = '''
+import gc
+import unittest
+import weakref
+
+from torch.testing import FileCheck
+
+alive = []
+
+
+class Holder:
+    pass
+
+
+class T(unittest.TestCase):
+    def tearDown(self):
+        gc.collect()
+        assert not [r for r in alive if r() is not None], "an object the test body held is still alive"
+
+    def test_body_fails_holding_an_object(self):
+        held = Holder()
+        alive.append(weakref.ref(held))
+        assert False, "the body fails"
+
+    def test_filecheck_then_values(self):
+        FileCheck().check(".copy_").run("no copy here")
+        self.assertEqual(1 + 1, 2)
+'''
+
+
+def _run_pytest(folder: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    import os
+    import subprocess
+    import sys
+
+    from grace.paths import REPO_ROOT
+
+    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-c", "/dev/null", "--rootdir", str(folder),
+                          "-p", "no:cacheprovider", "-q", "-rA", *args, "test_rechecked.py"],
+                         cwd=folder, env=full_env, capture_output=True, text=True, timeout=300)
+    return out.stdout + out.stderr
+
+
+def test_the_recheck_plugin_releases_failure_frames_and_records_filechecks(tmp_path: Path) -> None:
+    (tmp_path / "test_rechecked.py").write_text(RECHECKED_TESTS)
+    plain = _run_pytest(tmp_path)
+    # without the plugin, pytest keeps the failed body's frames (and what they hold) through tearDown
+    assert "an object the test body held is still alive" in plain
+    assert "Expected to find" in plain
+
+    out = tmp_path / "recheck.jsonl"
+    rechecked = _run_pytest(tmp_path, "-p", "grace.report.upstream_recheck",
+                            env={"GRACE_UPSTREAM_RECHECK_OUT": str(out)})
+    assert "still alive" not in rechecked
+    words = upstream.read_recheck(out)
+    assert words["T::test_body_fails_holding_an_object"].startswith("call failed: AssertionError: the body fails")
+    assert "teardown passed" in words["T::test_body_fails_holding_an_object"]
+    assert words["T::test_filecheck_then_values"].startswith("FileCheck differs (Expected to find")
+    assert "call passed; teardown passed" in words["T::test_filecheck_then_values"]

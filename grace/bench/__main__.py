@@ -9,7 +9,7 @@ from pathlib import Path
 
 from grace.bench import results
 from grace.bench.configs import ConfigError, resolve
-from grace.bench.modes import DEFAULT_MODES, parse_modes
+from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
 from grace.bench.runner import Settings, pending, run, shard
 from grace.bench.workloads import all_workloads
 
@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="after each timed sample, time one more iteration's device work alone "
                              "(the GPU held behind a sleeping kernel while the host queues it): "
                              "the rows' gpu_us, which Figure 9 plots beside the per-iteration time")
+    parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
+                        help="another checkout of GraCE; mode MODE@NAME runs MODE with its code and patch "
+                             "series (repeatable), for same-run comparisons of two versions")
     parser.add_argument("--baseline", default="pt2-nocg", help="mode the speedup column divides by")
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{w.name:<24} {w.suite:<12} {w.kind:<10} batch {w.batch_size:<8} {w.idiom}")
         return 0
     try:
-        modes = parse_modes(args.modes)
+        modes = parse_modes(args.modes, dict(parse_tree(t) for t in args.tree))
         targets = resolve(args.workloads)
         if args.resume:
             if not args.run_id:

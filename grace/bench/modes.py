@@ -8,7 +8,8 @@ construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,8 @@ class Mode:
     compile_mode: str | None  # torch.compile(mode=...); None with compiled=False means eager
     compiled: bool = True
     env: dict[str, str] = field(default_factory=dict)
+    tree: Path | None = None  # another checkout of GraCE whose code this mode's worker runs
+
 
     @property
     def uses_cuda_graphs(self) -> bool:
@@ -49,9 +52,36 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 DEFAULT_MODES: tuple[str, ...] = ("eager", "pt2-nocg", "pt2-cg", "grace-cgct", "grace-cgct-pi", "grace")
 
 
-def parse_modes(spec: str) -> list[Mode]:
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in MODES]
-    if unknown:
-        raise ValueError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
-    return [MODES[n] for n in names]
+TREE_CACHE = ".grace-cache"  # a tree's own GraCE cache (overlay, SCG decisions), inside the tree
+
+
+def parse_modes(spec: str, trees: dict[str, Path] | None = None) -> list[Mode]:
+    """Modes by name; ``MODE@TREE`` is MODE run from the checkout ``trees[TREE]`` (its own GraCE
+    code and patch series, its own overlay in the tree's ``.grace-cache``), for same-run
+    comparisons of two versions of GraCE."""
+    trees = trees or {}
+    out = []
+    for name in (s.strip() for s in spec.split(",") if s.strip()):
+        base, _, tree = name.partition("@")
+        if base not in MODES:
+            raise ValueError(f"unknown mode {base}; known: {', '.join(MODES)}")
+        if not tree:
+            out.append(MODES[base])
+            continue
+        if tree not in trees:
+            raise ValueError(f"mode {name}: no tree {tree!r} (give it with --tree {tree}=PATH)")
+        mode = MODES[base]
+        out.append(replace(mode, name=name, label=f"{mode.label} @{tree}", tree=trees[tree],
+                           env={**mode.env, "GRACE_CACHE_DIR": str(trees[tree] / TREE_CACHE)}))
+    return out
+
+
+def parse_tree(spec: str) -> tuple[str, Path]:
+    """``NAME=PATH`` -> (NAME, PATH resolved), PATH a checkout of GraCE."""
+    name, sep, path = spec.partition("=")
+    if not sep or not name or "@" in name or "," in name:
+        raise ValueError(f"--tree {spec!r}: expected NAME=PATH")
+    folder = Path(path).resolve()
+    if not (folder / "grace" / "bench" / "worker.py").is_file():
+        raise ValueError(f"--tree {spec!r}: {folder} is not a checkout of GraCE (no grace/bench/worker.py)")
+    return name, folder

@@ -146,7 +146,7 @@ def worker_env(mode: Mode, cache_root: Path, scg_cache: Path | None = None,
     env = dict(os.environ)
     env.update(mode.env)
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(mode.tree or REPO_ROOT), env.get("PYTHONPATH")]))
     # One kernel cache per run, with the FX graph and AOT autograd caches off: every worker
     # really lowers and generates its code (so no mode is served a graph another mode compiled;
     # that cache's key does not know GraCE's switches), while kernel binaries, keyed by their
@@ -187,7 +187,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
 def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, scratch: Path) -> Worker:
     log_path = out_dir / "logs" / f"{target.workload.name}.{mode.name}.log"
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
-           "--mode", mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
+           "--mode", mode.name.partition("@")[0], "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
            "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu),
            "--coverage", str(settings.coverage), "--inner", str(settings.inner)] + (
                ["--release-memory"] if settings.release_memory else []) + (
@@ -198,7 +198,7 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
     with open(log_path, "w") as log_file:
         process = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
-            env=worker_env(mode, scratch, scg_cache, scg_report), cwd=REPO_ROOT)
+            env=worker_env(mode, scratch, scg_cache, scg_report), cwd=mode.tree or REPO_ROOT)
     return Worker(mode, process, log_path, time.monotonic() + settings.timeout_s,
                   base_row(settings, target, mode))
 
@@ -322,6 +322,20 @@ def shard(targets: list[Target], index: int, count: int) -> list[Target]:
     return targets[index - 1::count]
 
 
+def prepare_tree(mode: Mode) -> None:
+    """Build the overlay of ``mode``'s tree from its own patch series, in its own cache (the
+    autoload hook then serves it to that mode's workers). No-op for the modes of this checkout."""
+    if mode.tree is None or mode.env.get("GRACE_DISABLE") == "1":
+        return
+    code = ("from grace import install as i; i.overlay.build(i.load_series(), i.pins().upstream_sha256, "
+            "{'torch': i.installed_version('torch') or '', 'triton': i.installed_version('triton') or ''})")
+    env = {**os.environ, **mode.env, "PYTHONPATH": str(mode.tree), "GRACE_DISABLE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=mode.tree, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"mode {mode.name}: could not build the overlay of {mode.tree}: "
+                           f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+
+
 def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Path:
     """Run every target in every mode; rows go to the run directory, which is returned."""
     import tempfile
@@ -330,11 +344,14 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
     out_dir = results.run_dir(settings.experiment, settings.run_id, settings.results_dir)
     meta = {"settings": {k: str(v) for k, v in vars(settings).items()},
             "modes": [m.name for m in modes], "workloads": [t.workload.name for t in targets],
+            "trees": {m.name: str(m.tree) for m in modes if m.tree is not None},
             "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
             # the modes set their own switches; these are what every worker inherits besides
             "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("GRACE_")}}
     with open(out_dir / f"meta.{os.getpid()}.json", "w") as f:
         json.dump(meta, f, indent=2)
+    for mode in modes:
+        prepare_tree(mode)
     progress = Progress(len(targets) * (len(modes) + len(_rounds(settings.repeat, settings.chunk))))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grace-bench-") as scratch:

@@ -10,12 +10,15 @@ A step's result is the first of: ``error`` (an exception, from the compiled side
 ``mismatch`` (an output, a buffer or a gradient not close to eager's), else the next step runs.
 Reading a held output that a later replay overwrote raises by design under CUDA graph trees; at
 a re-check that is recorded as *expected* and the output dropped, never counted as a failure. A
-held output that reads fine must still hold eager's values.
+held output that reads fine must still hold eager's values. The same error from a call whose
+input is fed back (``x = f(x)`` with another call in between) is expected too: that step is
+skipped on both sides, and a fed-back step that follows takes a fresh input instead.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import re
 import time
@@ -356,8 +359,21 @@ class ProgramRun:
         if step.mark_step:
             torch.compiler.cudagraph_mark_step_begin()
         case.before(step)
+        if step.mode == "feedback" and self.compiled_side.last is None:
+            # the previous step fed nothing forward (its input had been overwritten): both sides
+            # take a fresh input instead, so the program goes on the same way on both
+            step = dataclasses.replace(step, mode="fresh", ref=None)
         args = self.compiled_side.inputs(index, step, self.program, self.device)
-        out_c = as_tensors(case.compiled(*args))
+        try:
+            out_c = as_tensors(case.compiled(*args))
+        except RuntimeError as e:
+            if step.mode != "feedback" or OVERWRITTEN not in str(e):
+                raise
+            # x = f(x) where a call in between overwrote x: stock raises by design, before the
+            # graph runs; the step is skipped on both sides and the program goes on
+            self.expected.append(f"step {index}: fed-back input overwritten before the call")
+            self.compiled_side.last = self.eager_side.last = None
+            return
         self.calls += 1
         del args
         self.synchronize()  # an asynchronous fault of the compiled call surfaces here, not in eager

@@ -3,7 +3,8 @@ from stock.
 
 ``scripts/run_upstream_cudagraph_tests.sh`` runs upstream's ``test_cudagraph_trees.py`` once per
 configuration below, each into ``results/raw/upstream_cudagraph_trees/<run>/<configuration>/``
-(``junit.xml``, ``pytest.log``). This module names the configurations (the script asks it for
+(``junit-K.xml``, ``pytest-K.log`` per shard K; ``recheck.jsonl`` from
+:mod:`grace.report.upstream_recheck` for the tests that differ from stock). This module names the configurations (the script asks it for
 each one's environment) and reads a run back into
 ``results/processed/upstream_cudagraph_trees.csv`` (``configuration,passed,failed,errors,skipped``)
 and ``upstream_cudagraph_trees_differ.md``: every test whose outcome under a configuration is not
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -94,13 +96,56 @@ def read_log(path: Path) -> dict[str, Result]:
 
 
 def read_configuration(folder: Path) -> dict[str, Result]:
-    junit, log = folder / "junit.xml", folder / "pytest.log"
-    if junit.is_file() and junit.stat().st_size:
+    """Every test's outcome in one configuration's folder: the union of its shards (``junit-K.xml``,
+    or ``pytest-K.log`` where a shard was stopped before writing its XML; ``junit.xml`` and
+    ``pytest.log`` for an unsharded run)."""
+    out: dict[str, Result] = {}
+    shards = sorted({p.name[len("pytest"):-len(".log")] for p in folder.glob("pytest*.log")}
+                    | {p.name[len("junit"):-len(".xml")] for p in folder.glob("junit*.xml")})
+    for shard in shards:
+        log, junit = folder / f"pytest{shard}.log", folder / f"junit{shard}.xml"
+        part: dict[str, Result] | None = None
+        if junit.is_file() and junit.stat().st_size:
+            try:
+                part = read_junit(junit)
+            except ET.ParseError:
+                part = None
+        if part is None:
+            part = read_log(log) if log.is_file() else {}
+        out.update(part)
+    return out
+
+
+def read_recheck(path: Path) -> dict[str, str]:
+    """Test id -> what its rerun under :mod:`grace.report.upstream_recheck` showed, in words."""
+    phases: dict[str, dict[str, tuple[str, str]]] = {}
+    filechecks: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
         try:
-            return read_junit(junit)
-        except ET.ParseError:
-            pass
-    return read_log(log) if log.is_file() else {}
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        test = record.get("test") or "?"
+        if record.get("event") == "filecheck":
+            filechecks.setdefault(test, []).append(record.get("message", ""))
+        elif record.get("event") == "phase":
+            phases.setdefault(test, {})[record["when"]] = (record["outcome"], record.get("message", ""))
+    out: dict[str, str] = {}
+    for test in sorted(set(phases) | set(filechecks)):
+        seen = phases.get(test, {})
+        words = [f"FileCheck differs ({filechecks[test][0]})"] if test in filechecks else []
+        for when in ("setup", "call", "teardown"):
+            outcome, message = seen.get(when, ("not run", ""))
+            if outcome != "passed" or when != "setup":
+                words.append(f"{when} {outcome}" + (f": {message}" if message else ""))
+        out[test] = "; ".join(words)
+    return out
+
+
+def to_recheck(stock: dict[str, Result], other: dict[str, Result]) -> list[str]:
+    """Tests stock passed (or skipped) that failed or errored in ``other``."""
+    return [t for t, s, o in differences(stock, other)
+            if o.outcome in ("failed", "errors") and s.outcome in ("passed", "skipped")]
 
 
 def _first_line(message: str) -> str:
@@ -130,7 +175,7 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
     source: dict[str, Path] = {}
     for run in (run_dir, *also):
         for folder in sorted(p for p in run.iterdir() if p.is_dir()):
-            if (folder / "pytest.log").is_file() or (folder / "junit.xml").is_file():
+            if any(folder.glob("pytest*.log")) or any(folder.glob("junit*.xml")):
                 source.setdefault(folder.name, run)
     configs = [c for c in CONFIGURATIONS if c in source] + sorted(c for c in source if c not in CONFIGURATIONS)
     if not configs:
@@ -147,6 +192,11 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
     lines = ["# Upstream CUDA graph trees tests: outcomes that differ from stock", "",
              f"The table is `{table.name}`. Each configuration's run:", ""]
     lines += [f"- {c}: `{source[c].name}`" for c in configs] + [""]
+    lines += ["The last column is the test run again alone under `grace.report.upstream_recheck`: the",
+              "frames of a failure are released before tearDown's pool checks (pytest otherwise keeps",
+              "them, and the graph outputs their locals hold, alive through tearDown), and a FileCheck",
+              "of generated code is recorded instead of raised, so the rest of the test still runs.",
+              "A teardown that still fails there is a real leak.", ""]
     stock = results.get(STOCK, {})
     # xdist hands tests to workers in no fixed order, and a few upstream tests depend on what ran
     # before them in their process: a test stock failed in any of these runs is marked as such
@@ -167,13 +217,20 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
         elif not diff:
             lines.append("Every test has stock's outcome.")
         else:
-            lines += ["| test | stock | this configuration | message |", "| --- | --- | --- | --- |"]
-            lines += [f"| `{t}` | {s.outcome}{_flaky(stock_failed, t)} | {o.outcome} | {o.message.replace('|', '/')} |"
-                      for t, s, o in diff]
+            recheck_file = source[c] / c / "recheck.jsonl"
+            recheck = read_recheck(recheck_file) if recheck_file.is_file() else {}
+            lines += ["| test | stock | this configuration | message | rerun alone, failure frames released |",
+                      "| --- | --- | --- | --- | --- |"]
+            lines += [f"| `{t}` | {s.outcome}{_flaky(stock_failed, t)} | {o.outcome} | {_cell(o.message)} | "
+                      f"{_cell(recheck.get(t, ''))} |" for t, s, o in diff]
         lines.append("")
     differ = processed / f"{EXPERIMENT}_differ.md"
     differ.write_text("\n".join(lines))
     return table, differ
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
 
 
 def _flaky(stock_failed: dict[str, str], test: str) -> str:
@@ -187,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--run-id", default=None, help="default: the run latest.txt names")
     p.add_argument("--also", action="append", default=[], metavar="RUN_ID",
                    help="an earlier run whose configurations fill those this run lacks (repeatable)")
+    p.add_argument("--to-recheck", metavar="CONFIGURATION",
+                   help="print the tests stock passed that this configuration failed in the run, one per line")
     p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     args = p.parse_args(argv)
     if args.list:
@@ -205,6 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"grace.report.upstream: no run {run_id or '(latest.txt missing)'} under {root}; "
               "run scripts/run_upstream_cudagraph_tests.sh on a GPU machine", file=sys.stderr)
         return 2
+    if args.to_recheck:
+        run = root / run_id
+        if not (run / STOCK).is_dir() or not (run / args.to_recheck).is_dir():
+            print(f"grace.report.upstream: run {run_id} lacks stock or {args.to_recheck}", file=sys.stderr)
+            return 2
+        for test in to_recheck(read_configuration(run / STOCK), read_configuration(run / args.to_recheck)):
+            print(test)
+        return 0
     missing = [r for r in args.also if not (root / r).is_dir()]
     if missing:
         print(f"grace.report.upstream: no run {', '.join(missing)} under {root}", file=sys.stderr)

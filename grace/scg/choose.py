@@ -28,14 +28,19 @@ SIMPLICITY: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI
 FORCE_VALUES = ("", "graph")  # grace.config.scg_force
 
 
+def check_force(force: str) -> None:
+    """Refuse a ``grace.config.scg_force`` value other than those of FORCE_VALUES, by name."""
+    if force not in FORCE_VALUES:
+        raise ValueError(f"grace.config.scg_force={force!r}: choose one of "
+                         + ", ".join(repr(v) for v in FORCE_VALUES))
+
+
 def forced(measured: Choice, force: str, medians_us: dict[Choice, float] | None = None) -> Choice:
     """The choice to deploy when ``grace.config.scg_force`` is ``force`` and SCG measured
     ``measured`` (``medians_us``: the profile's medians, if any). "graph" turns a measured
     keep-out into the faster of the graphs profiled (a graph with PI only if it was profiled
     and beat the one without); "" deploys what was measured. Anything else is refused by name."""
-    if force not in FORCE_VALUES:
-        raise ValueError(f"grace.config.scg_force={force!r}: choose one of "
-                         + ", ".join(repr(v) for v in FORCE_VALUES))
+    check_force(force)
     if force != "graph" or measured is not Choice.NO_GRAPH:
         return measured
     medians = medians_us or {}

@@ -56,8 +56,9 @@ from grace.generated import is_inductor_generated
 from grace.log import get_logger
 from grace.pi import report as pi_report
 from grace.scg import cache, report
-from grace.scg.candidate import Candidate, describe, innermost
-from grace.scg.choose import Choice, decide, forced
+from grace.generated import innermost
+from grace.scg.candidate import Candidate, describe
+from grace.scg.choose import Choice, check_force, decide, forced
 from grace.scg.profile import ProfileSettings, time_choices
 from grace.stats import percentile
 from grace.versions import installed_version
@@ -96,7 +97,7 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
     decided = _decided.setdefault(manager, {})
     if function_id not in decided:
         force = config.scg_force
-        forced(Choice.GRAPH, force)  # a wrong setting is refused before anything is profiled
+        check_force(force)  # a wrong setting is refused before anything is profiled
         record = _decide(manager, new_inputs, function_id)
         deployed = forced(Choice(record.choice), force, {Choice(c): t for c, t in record.medians_us.items()})
         if deployed.value != record.choice:
