@@ -54,10 +54,12 @@ echo "$RUN_ID" > results/raw/upstream_cudagraph_trees/latest.txt
   echo "test file sha256 $(sha256sum "$UPSTREAM_DIR/test_cudagraph_trees.py" | cut -c1-16)";
   echo "configs $CONFIGS"; echo "shards $SHARDS"; "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'; } > "$RAW/meta.txt"
 
+# pytest-timeout (on the GPU image) bounds each test; without it SHARD_TIMEOUT still bounds a shard
+PER_TEST_TIMEOUT=$("$PY" -c 'import pytest_timeout' 2>/dev/null && echo "--timeout=240" || true)
 pytest_in_upstream() {  # pytest_in_upstream LOG ARGS...: pytest from UPSTREAM_DIR under SHARD_TIMEOUT; log and exit status in LOG
   local log=$1; shift
   (cd "$UPSTREAM_DIR" && timeout -k 10 "$SHARD_TIMEOUT" "$PY" -m pytest -c /dev/null --rootdir "$UPSTREAM_DIR" \
-     -p no:cacheprovider --timeout 240 -rfE --tb=short -v "$@" > "$log" 2>&1; echo "exit $?" >> "$log")
+     -p no:cacheprovider $PER_TEST_TIMEOUT -rfE --tb=short -v "$@" > "$log" 2>&1; echo "exit $?" >> "$log")
 }
 
 if [ ! -s "$RAW/tests.txt" ]; then
