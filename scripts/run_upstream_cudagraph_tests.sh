@@ -19,7 +19,7 @@
 # seconds) and its log names the tests it finished.
 #
 # Then every test whose outcome differs from stock's is run once more, alone in its
-# configuration, under grace/report/upstream_recheck.py: a failure's frames are released before
+# configuration (and under stock), under grace/report/upstream_recheck.py: a failure's frames are released before
 # tearDown's leak checks, and a FileCheck on generated code is recorded instead of raised, so
 # the differences file can say whether a difference is a real leak, a wrong value, or only the
 # code check (RECHECK=0 skips this). ALSO_RUNS names earlier runs whose configurations the
@@ -101,23 +101,31 @@ while [ -n "$(jobs -rp)" ]; do sleep 30; progress; done
 wait
 
 if [ "$RECHECK" = 1 ] && [ -d "$RAW/stock" ]; then
-  for cfg in $CONFIGS; do
-    [ "$cfg" = stock ] && continue
+  # stock reruns every test any configuration differs on, the same way, so both sides are judged
+  # alike; each configuration's list is cut into pieces of RECHECK_CHUNK tests run side by side
+  for cfg in stock $(printf '%s\n' $CONFIGS | grep -vx stock); do
     dir=$RAW/$cfg
-    [ -f "$dir/recheck.log" ] && grep -q '^exit ' "$dir/recheck.log" && continue
+    [ -d "$dir" ] || continue
     mapfile -t tests < <("$PY" -m grace.report.upstream --run-id "$RUN_ID" --to-recheck "$cfg")
     [ "${#tests[@]}" -eq 0 ] && continue
-    echo "[$cfg] rechecking ${#tests[@]} test(s) that differ from stock"
+    echo "[$cfg] rechecking ${#tests[@]} test(s)"
     env_line=$("$PY" -m grace.report.upstream --env "$cfg")
-    (
-      export GRACE_SCG_CACHE_DIR="$PWD/$dir/scg-cache-recheck" TORCHINDUCTOR_CACHE_DIR="/tmp/grace-upstream-inductor/$RUN_ID/$cfg-recheck"
-      export GRACE_UPSTREAM_RECHECK_OUT="$PWD/$dir/recheck.jsonl"
-      for kv in $env_line; do export "$kv"; done
-      rm -f "$GRACE_UPSTREAM_RECHECK_OUT"
-      pytest_in_upstream "$PWD/$dir/recheck.log" -p grace.report.upstream_recheck "${tests[@]/#/test_cudagraph_trees.py::}"
-    ) &
-    while [ "$(jobs -rp | wc -l)" -ge "$PROCS" ]; do sleep 2; done
+    for ((i = 0; i < ${#tests[@]}; i += ${RECHECK_CHUNK:-10})); do
+      k=$(printf '%02d' $((i / ${RECHECK_CHUNK:-10})))
+      [ -f "$dir/recheck-$k.log" ] && grep -q '^exit ' "$dir/recheck-$k.log" && continue
+      while [ "$(jobs -rp | wc -l)" -ge "$PROCS" ]; do sleep 2; done
+      (
+        export GRACE_SCG_CACHE_DIR="$PWD/$dir/scg-cache-recheck-$k"
+        export TORCHINDUCTOR_CACHE_DIR="/tmp/grace-upstream-inductor/$RUN_ID/$cfg-recheck-$k"
+        export GRACE_UPSTREAM_RECHECK_OUT="$PWD/$dir/recheck-$k.jsonl"
+        for kv in $env_line; do export "$kv"; done
+        rm -f "$GRACE_UPSTREAM_RECHECK_OUT"
+        chunk=("${tests[@]:i:${RECHECK_CHUNK:-10}}")
+        pytest_in_upstream "$PWD/$dir/recheck-$k.log" -p grace.report.upstream_recheck "${chunk[@]/#/test_cudagraph_trees.py::}"
+      ) &
+    done
   done
+  while [ -n "$(jobs -rp)" ]; do sleep 20; echo "[$(( $(date +%s) - start )) s] rechecks running: $(jobs -rp | wc -l)"; done
   wait
 fi
 "$PY" -m grace.report.upstream --run-id "$RUN_ID" ${ALSO_RUNS:+$(for r in $ALSO_RUNS; do printf -- '--also %s ' "$r"; done)}

@@ -80,11 +80,11 @@ def test_shards_are_read_together_and_a_stopped_shard_from_its_log(tmp_path: Pat
     assert results["CudaGraphTreeTests::test_e"] == upstream.Result("passed")
 
 
-def test_only_tests_stock_passed_and_a_configuration_failed_are_rechecked() -> None:
+def test_differences_where_a_side_failed_are_rechecked() -> None:
     R = upstream.Result
-    stock = {"a": R("passed"), "b": R("failed"), "c": R("passed"), "d": R("skipped")}
-    other = {"a": R("errors"), "b": R("errors"), "c": R("passed"), "d": R("failed")}
-    assert upstream.to_recheck(stock, other) == ["a", "d"]
+    stock = {"a": R("passed"), "b": R("failed"), "c": R("passed"), "d": R("skipped"), "e": R("failed")}
+    other = {"a": R("errors"), "b": R("errors"), "c": R("passed"), "d": R("failed"), "e": R("passed")}
+    assert upstream.to_recheck(stock, other) == ["a", "b", "d", "e"]
 
 
 RECHECKED_TESTS = '''

@@ -3,8 +3,8 @@ from stock.
 
 ``scripts/run_upstream_cudagraph_tests.sh`` runs upstream's ``test_cudagraph_trees.py`` once per
 configuration below, each into ``results/raw/upstream_cudagraph_trees/<run>/<configuration>/``
-(``junit-K.xml``, ``pytest-K.log`` per shard K; ``recheck.jsonl`` from
-:mod:`grace.report.upstream_recheck` for the tests that differ from stock). This module names the configurations (the script asks it for
+(``junit-K.xml``, ``pytest-K.log`` per shard K; ``recheck-K.jsonl`` from
+:mod:`grace.report.upstream_recheck` for the tests that differ from stock, rerun on both sides). This module names the configurations (the script asks it for
 each one's environment) and reads a run back into
 ``results/processed/upstream_cudagraph_trees.csv`` (``configuration,passed,failed,errors,skipped``)
 and ``upstream_cudagraph_trees_differ.md``: every test whose outcome under a configuration is not
@@ -142,10 +142,31 @@ def read_recheck(path: Path) -> dict[str, str]:
     return out
 
 
+def read_rechecks(folder: Path) -> dict[str, str]:
+    """:func:`read_recheck` over a configuration's pieces (``recheck-K.jsonl``)."""
+    out: dict[str, str] = {}
+    for path in sorted(folder.glob("recheck*.jsonl")):
+        out.update(read_recheck(path))
+    return out
+
+
 def to_recheck(stock: dict[str, Result], other: dict[str, Result]) -> list[str]:
-    """Tests stock passed (or skipped) that failed or errored in ``other``."""
+    """Tests whose outcome differs from stock's where one side failed or errored."""
     return [t for t, s, o in differences(stock, other)
-            if o.outcome in ("failed", "errors") and s.outcome in ("passed", "skipped")]
+            if "failed" in (s.outcome, o.outcome) or "errors" in (s.outcome, o.outcome)]
+
+
+def to_recheck_in_run(run: Path, config: str) -> list[str]:
+    """What ``config`` reruns in ``run``: its differences from stock; for stock, every test
+    that any configuration of the run differs on, so that each difference is rerun on both sides."""
+    stock = read_configuration(run / STOCK)
+    if config != STOCK:
+        return to_recheck(stock, read_configuration(run / config))
+    tests: set[str] = set()
+    for folder in run.iterdir():
+        if folder.is_dir() and folder.name != STOCK and any(folder.glob("pytest*.log")):
+            tests.update(to_recheck(stock, read_configuration(folder)))
+    return sorted(tests)
 
 
 def _first_line(message: str) -> str:
@@ -192,11 +213,11 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
     lines = ["# Upstream CUDA graph trees tests: outcomes that differ from stock", "",
              f"The table is `{table.name}`. Each configuration's run:", ""]
     lines += [f"- {c}: `{source[c].name}`" for c in configs] + [""]
-    lines += ["The last column is the test run again alone under `grace.report.upstream_recheck`: the",
-              "frames of a failure are released before tearDown's pool checks (pytest otherwise keeps",
-              "them, and the graph outputs their locals hold, alive through tearDown), and a FileCheck",
-              "of generated code is recorded instead of raised, so the rest of the test still runs.",
-              "A teardown that still fails there is a real leak.", ""]
+    lines += ["The two last columns are the test run again, under stock and under the configuration, with",
+              "`grace.report.upstream_recheck`: the frames of a failure are released before tearDown's",
+              "pool checks (pytest otherwise keeps them, and the graph outputs their locals hold, alive",
+              "through tearDown), and a FileCheck of generated code is recorded instead of raised, so the",
+              "rest of the test still runs. A teardown that still fails there is a real leak.", ""]
     stock = results.get(STOCK, {})
     # xdist hands tests to workers in no fixed order, and a few upstream tests depend on what ran
     # before them in their process: a test stock failed in any of these runs is marked as such
@@ -217,12 +238,12 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
         elif not diff:
             lines.append("Every test has stock's outcome.")
         else:
-            recheck_file = source[c] / c / "recheck.jsonl"
-            recheck = read_recheck(recheck_file) if recheck_file.is_file() else {}
-            lines += ["| test | stock | this configuration | message | rerun alone, failure frames released |",
-                      "| --- | --- | --- | --- | --- |"]
+            recheck = read_rechecks(source[c] / c)
+            stock_recheck = read_rechecks(source[c] / STOCK)
+            lines += ["| test | stock | this configuration | message | rerun: stock | rerun: this configuration |",
+                      "| --- | --- | --- | --- | --- | --- |"]
             lines += [f"| `{t}` | {s.outcome}{_flaky(stock_failed, t)} | {o.outcome} | {_cell(o.message)} | "
-                      f"{_cell(recheck.get(t, ''))} |" for t, s, o in diff]
+                      f"{_cell(stock_recheck.get(t, ''))} | {_cell(recheck.get(t, ''))} |" for t, s, o in diff]
         lines.append("")
     differ = processed / f"{EXPERIMENT}_differ.md"
     differ.write_text("\n".join(lines))
@@ -269,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (run / STOCK).is_dir() or not (run / args.to_recheck).is_dir():
             print(f"grace.report.upstream: run {run_id} lacks stock or {args.to_recheck}", file=sys.stderr)
             return 2
-        for test in to_recheck(read_configuration(run / STOCK), read_configuration(run / args.to_recheck)):
+        for test in to_recheck_in_run(run, args.to_recheck):
             print(test)
         return 0
     missing = [r for r in args.also if not (root / r).is_dir()]
