@@ -222,11 +222,27 @@ def test_the_overwritten_error_on_a_harness_made_input_is_still_an_error() -> No
     assert _run_with(_pointwise_program(), compile_fn)["status"] == "error"
 
 
-def test_a_held_output_that_reads_but_changed_is_a_mismatch() -> None:
+def test_a_held_output_that_reads_stale_is_recorded_and_dropped_not_a_failure() -> None:
     run = execute.ProgramRun(_pointwise_program(1), "cpu", backend="eager")
-    run.held = [execute.Held(0, "pointwise", [torch.zeros(2)], [torch.ones(2)])]
-    with pytest.raises(execute.Mismatch, match="held output 0 of step 0"):
-        run.recheck()
+    run.held = [execute.Held(0, "pointwise", [torch.zeros(2)], [torch.ones(2)]),
+                execute.Held(1, "pointwise", [torch.ones(2)], [torch.ones(2)])]
+    run.index = 4
+    run.recheck()
+    assert run.stale == [(4, 0)] and [h.step for h in run.held] == [1]
+
+
+@pytest.mark.parametrize("stock_stale, other_stale, stock_step, worse", [
+    ([[4, 0]], [[4, 0]], None, False),  # the same stale read as stock
+    ([], [[4, 0]], None, True),  # a stale read stock did not make
+    ([], [[9, 2]], 7, False),  # after stock's program ended: nothing to judge by
+    ([[4, 0], [6, 1]], [[4, 0]], None, False),  # fewer than stock
+])
+def test_stale_reads_are_judged_against_stocks(stock_stale: list, other_stale: list, stock_step: int | None,
+                                               worse: bool) -> None:
+    stock = {"status": "ok" if stock_step is None else "error", "step": stock_step, "stale": stock_stale,
+             "error_kind": "E"}
+    other = {**stock, "stale": other_stale}
+    assert is_worse(stock, other) is worse
 
 
 def test_inputs_have_the_layout_their_mode_names() -> None:
@@ -293,11 +309,12 @@ def test_summary_counts_and_columns(tmp_path: Path) -> None:
     with (tmp_path / "summary.csv").open() as f:
         reader = csv.DictReader(f)
         assert tuple(reader.fieldnames) == SUMMARY_COLUMNS == (
-            "configuration", "programs", "calls", "ok", "mismatch", "error", "crash", "timeout", "worse_than_stock")
+            "configuration", "programs", "calls", "ok", "mismatch", "error", "crash", "timeout", "stale_reads",
+            "worse_than_stock")
         table = {row["configuration"]: row for row in reader}
     assert [r["configuration"] for r in rows] == ["stock", "cgct", "all"]
     assert table["stock"] == {"configuration": "stock", "programs": "3", "calls": "12", "ok": "2", "mismatch": "0",
-                              "error": "1", "crash": "0", "timeout": "0", "worse_than_stock": ""}
+                              "error": "1", "crash": "0", "timeout": "0", "stale_reads": "0", "worse_than_stock": ""}
     assert (table["cgct"]["crash"], table["cgct"]["timeout"], table["cgct"]["worse_than_stock"]) == ("1", "1", "2")
     assert (table["all"]["mismatch"], table["all"]["worse_than_stock"]) == ("1", "1")
     worse = {(r["seed"], r["configuration"]) for r in worse_than_stock(_records())}

@@ -317,6 +317,7 @@ class ProgramRun:
         self.compiled_side, self.eager_side = Side(), Side()
         self.held: list[Held] = []
         self.expected: list[str] = []
+        self.stale: list[tuple[int, int]] = []  # (step read at, held step): see recheck
         self.calls = 0
         self.index: int | None = None
         self.kind: str | None = None
@@ -345,7 +346,7 @@ class ProgramRun:
         return {"seed": self.program.seed, "status": status, "calls": self.calls,
                 "step": None if status == "ok" else self.index, "kind": None if status == "ok" else self.kind,
                 "detail": where + detail, "error_kind": kind, "expected": len(self.expected),
-                "expected_detail": self.expected[:5]}
+                "expected_detail": self.expected[:5], "stale": [list(x) for x in self.stale]}
 
     def case(self, kind: str) -> Case:
         if kind not in self.cases:
@@ -401,7 +402,12 @@ class ProgramRun:
             raise EagerFailed(f"{type(e).__name__}: {first_line(str(e))}") from e
 
     def recheck(self) -> None:
-        """Re-read every held output; one a later replay overwrote is expected to raise."""
+        """Re-read every held output; one a later replay overwrote is expected to raise.
+
+        One that reads but no longer holds its values is a *stale read*: CUDA graph trees do not
+        detect every overwrite of an output held across later replays (stock 2.11 reads some
+        silently; pytorch/pytorch#144961). It is recorded as (the step, the held step) and the
+        output dropped; the runner judges a configuration's stale reads against stock's."""
         kept = []
         for held in self.held:
             tol = KINDS[held.kind].tolerance
@@ -413,6 +419,9 @@ class ProgramRun:
                     raise
                 self.expected.append(f"step {self.index}: held output of step {held.step} "
                                      f"({held.kind}) overwritten")
+                continue
+            except Mismatch:
+                self.stale.append((self.index, held.step))
                 continue
             kept.append(held)
         self.held = kept

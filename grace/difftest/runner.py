@@ -40,7 +40,7 @@ from grace.paths import REPO_ROOT
 from grace.report.upstream import CONFIGURATIONS, STOCK
 
 STATUSES = ("ok", "mismatch", "error", "crash", "timeout")
-SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "worse_than_stock")
+SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "stale_reads", "worse_than_stock")
 # How bad a status is, for judging a configuration against stock on the same program.
 _SEVERITY = {"ok": 0, "error": 1, "mismatch": 2, "crash": 3, "timeout": 3}
 PROGRESS_EVERY_S = 15.0
@@ -145,17 +145,27 @@ def timeout_result(seed: int, seconds: float) -> dict[str, Any]:
 def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
     """Whether a configuration did worse than stock on one program.
 
-    Worse: stock ok and this not; or both errors of another kind, or of the same kind at an
+    Worse: a stale read of a held output (see ``execute.ProgramRun.recheck``) that stock did not
+    make, while stock still ran; stock ok and this not; or both errors of another kind, or of the same kind at an
     earlier step (this one failed where stock still ran); or a more severe status than stock's
     failure (an error, for instance one stock raises by design, turned into a mismatch, a crash
     or a hang). Never worse when stock itself crashed or hung: nothing is known then.
     """
+    if _stale_beyond_stock(stock, other):
+        return True
     s, o = stock["status"], other["status"]
     if s == "ok":
         return o != "ok"
     if s == "error" and o == "error":
         return other.get("error_kind") != stock.get("error_kind") or _step(other) < _step(stock)
     return _SEVERITY[o] > _SEVERITY[s]
+
+
+def _stale_beyond_stock(stock: dict[str, Any], other: dict[str, Any]) -> bool:
+    mine = {tuple(x) for x in other.get("stale") or []}
+    theirs = {tuple(x) for x in stock.get("stale") or []}
+    stock_end = _step(stock)
+    return any(at < stock_end for at, _ in mine - theirs)
 
 
 def _step(result: dict[str, Any]) -> int:
@@ -192,6 +202,7 @@ def summarize(records: list[dict[str, Any]], configs: list[str]) -> list[dict[st
         row: dict[str, Any] = {"configuration": config, "programs": len(mine),
                                "calls": sum(int(r.get("calls") or 0) for r in mine)}
         row.update({s: sum(r["status"] == s for r in mine) for s in STATUSES})
+        row["stale_reads"] = sum(len(r.get("stale") or []) for r in mine)
         judged = have_stock and config != STOCK
         row["worse_than_stock"] = sum(r["configuration"] == config for r in worse) if judged else ""
         rows.append(row)
@@ -217,13 +228,19 @@ def write_worse_md(path: Path, records: list[dict[str, Any]], settings: Settings
     for r in worse:
         stock = seeds[r["seed"]][STOCK]
         lines += [f"## seed {r['seed']}, {r['configuration']}: {r['status']} (stock: {stock['status']})", "",
-                  f"- detail: {r['detail']}", f"- stock: {stock['detail'] or 'ok'}",
+                  f"- detail: {r['detail'] or 'ok'}", f"- stock: {stock['detail'] or 'ok'}",
+                  f"- stale reads (step, held step): {r.get('stale') or 'none'}; stock's: {stock.get('stale') or 'none'}",
                   f"- replay: `{replay_command(r['seed'], r['configuration'], settings)}`", ""]
     lines += ["# Stock's own failures", "",
               "Failures of stock PyTorch itself (for instance reading an output that a later replay "
               "overwrote, which raises by design); a configuration is judged against them.", ""]
     lines += [f"- seed {r['seed']}: {r['status']}: {r['detail']} (`{replay_command(r['seed'], STOCK, settings)}`)"
               for r in stock_failures] or ["None."]
+    stale = [r for r in records if r["configuration"] == STOCK and r.get("stale")]
+    lines += ["", "# Stock's stale reads", "",
+              "Held outputs that stock read without error but whose values a later replay had changed "
+              "(CUDA graph trees do not detect every such overwrite); (step read at, held step):", ""]
+    lines += [f"- seed {r['seed']}: {r['stale']}" for r in stale] or ["None."]
     path.write_text("\n".join(lines) + "\n")
 
 
