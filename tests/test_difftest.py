@@ -231,17 +231,17 @@ def test_a_held_output_that_reads_stale_is_recorded_and_dropped_not_a_failure() 
     assert run.stale == [(4, 0)] and [h.step for h in run.held] == [1]
 
 
-@pytest.mark.parametrize("stock_stale, other_stale, stock_step, worse", [
-    ([[4, 0]], [[4, 0]], None, False),  # the same stale read as stock
-    ([], [[4, 0]], None, True),  # a stale read stock did not make
-    ([], [[9, 2]], 7, False),  # after stock's program ended: nothing to judge by
-    ([[4, 0], [6, 1]], [[4, 0]], None, False),  # fewer than stock
+@pytest.mark.parametrize("stock_detected, other_stale, stock_step, worse", [
+    ([], [[4, 0]], None, False),  # stock read it fine or stale too: outside the trees' contract either way
+    ([[4, 0]], [[4, 0]], None, True),  # stock raised on this output; this configuration read it silently
+    ([[5, 0]], [[4, 0]], None, True),  # caught by stock at another step: the same output
+    ([[9, 2]], [[9, 2]], 7, False),  # after stock's program ended: nothing to judge by
 ])
-def test_stale_reads_are_judged_against_stocks(stock_stale: list, other_stale: list, stock_step: int | None,
-                                               worse: bool) -> None:
-    stock = {"status": "ok" if stock_step is None else "error", "step": stock_step, "stale": stock_stale,
-             "error_kind": "E"}
-    other = {**stock, "stale": other_stale}
+def test_a_stale_read_is_worse_only_where_stock_caught_the_overwrite(
+        stock_detected: list, other_stale: list, stock_step: int | None, worse: bool) -> None:
+    stock = {"status": "ok" if stock_step is None else "error", "step": stock_step, "detected": stock_detected,
+             "stale": [], "error_kind": "E"}
+    other = {**stock, "stale": other_stale, "detected": []}
     assert is_worse(stock, other) is worse
 
 

@@ -318,6 +318,7 @@ class ProgramRun:
         self.held: list[Held] = []
         self.expected: list[str] = []
         self.stale: list[tuple[int, int]] = []  # (step read at, held step): see recheck
+        self.detected: list[tuple[int, int]] = []  # (step read at, held step): reading raised
         self.calls = 0
         self.index: int | None = None
         self.kind: str | None = None
@@ -346,7 +347,8 @@ class ProgramRun:
         return {"seed": self.program.seed, "status": status, "calls": self.calls,
                 "step": None if status == "ok" else self.index, "kind": None if status == "ok" else self.kind,
                 "detail": where + detail, "error_kind": kind, "expected": len(self.expected),
-                "expected_detail": self.expected[:5], "stale": [list(x) for x in self.stale]}
+                "expected_detail": self.expected[:5], "stale": [list(x) for x in self.stale],
+                "detected": [list(x) for x in self.detected]}
 
     def case(self, kind: str) -> Case:
         if kind not in self.cases:
@@ -419,6 +421,7 @@ class ProgramRun:
                     raise
                 self.expected.append(f"step {self.index}: held output of step {held.step} "
                                      f"({held.kind}) overwritten")
+                self.detected.append((self.index, held.step))
                 continue
             except Mismatch:
                 self.stale.append((self.index, held.step))

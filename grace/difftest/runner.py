@@ -145,8 +145,8 @@ def timeout_result(seed: int, seconds: float) -> dict[str, Any]:
 def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
     """Whether a configuration did worse than stock on one program.
 
-    Worse: a stale read of a held output (see ``execute.ProgramRun.recheck``) that stock did not
-    make, while stock still ran; stock ok and this not; or both errors of another kind, or of the same kind at an
+    Worse: a stale read of a held output that stock's read caught (see ``_stale_beyond_stock``);
+    stock ok and this not; or both errors of another kind, or of the same kind at an
     earlier step (this one failed where stock still ran); or a more severe status than stock's
     failure (an error, for instance one stock raises by design, turned into a mismatch, a crash
     or a hang). Never worse when stock itself crashed or hung: nothing is known then.
@@ -162,10 +162,15 @@ def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
 
 
 def _stale_beyond_stock(stock: dict[str, Any], other: dict[str, Any]) -> bool:
-    mine = {tuple(x) for x in other.get("stale") or []}
-    theirs = {tuple(x) for x in stock.get("stale") or []}
+    """A stale read of an output whose read stock caught (raised on), while stock still ran.
+
+    Held outputs are read outside CUDA graph trees' contract (an output may be overwritten by
+    any later call), so which of them a later replay happens to overwrite depends on the pool's
+    layout, which GraCE may change; stock itself reads some of them stale. What a configuration
+    must not lose is stock's detection: an output stock raised on must not read silently."""
     stock_end = _step(stock)
-    return any(at < stock_end for at, _ in mine - theirs)
+    caught = {held for at, held in stock.get("detected") or [] if at < stock_end}
+    return any(held in caught for at, held in other.get("stale") or [] if at < stock_end)
 
 
 def _step(result: dict[str, Any]) -> int:
