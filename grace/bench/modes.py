@@ -20,6 +20,7 @@ class Mode:
     compiled: bool = True
     env: dict[str, str] = field(default_factory=dict)
     tree: Path | None = None  # another checkout of GraCE whose code this mode's worker runs
+    base: str = ""  # for MODE@TREE, MODE: the name that checkout's worker knows
 
 
     @property
@@ -71,7 +72,7 @@ def parse_modes(spec: str, trees: dict[str, Path] | None = None) -> list[Mode]:
         if tree not in trees:
             raise ValueError(f"mode {name}: no tree {tree!r} (give it with --tree {tree}=PATH)")
         mode = MODES[base]
-        out.append(replace(mode, name=name, label=f"{mode.label} @{tree}", tree=trees[tree],
+        out.append(replace(mode, name=name, label=f"{mode.label} @{tree}", tree=trees[tree], base=base,
                            env={**mode.env, "GRACE_CACHE_DIR": str(trees[tree] / TREE_CACHE)}))
     return out
 

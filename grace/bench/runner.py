@@ -187,7 +187,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
 def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, scratch: Path) -> Worker:
     log_path = out_dir / "logs" / f"{target.workload.name}.{mode.name}.log"
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
-           "--mode", mode.name.partition("@")[0], "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
+           "--mode", mode.base or mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
            "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu),
            "--coverage", str(settings.coverage), "--inner", str(settings.inner)] + (
                ["--release-memory"] if settings.release_memory else []) + (
