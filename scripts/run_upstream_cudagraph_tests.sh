@@ -22,7 +22,8 @@
 # configuration (and under stock), under grace/report/upstream_recheck.py: a failure's frames are released before
 # tearDown's leak checks, and a FileCheck on generated code is recorded instead of raised, so
 # the differences file can say whether a difference is a real leak, a wrong value, or only the
-# code check (RECHECK=0 skips this). ALSO_RUNS names earlier runs whose configurations the
+# code check (RECHECK=0 skips this; RECHECK_CHUNK tests per rerun process, default 10).
+# ALSO_RUNS names earlier runs whose configurations the
 # table takes where this run has none (each named in the differences).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,7 @@ SHARDS=${SHARDS:-2}
 PROCS=${PROCS:-16}
 SHARD_TIMEOUT=${SHARD_TIMEOUT:-560}
 RECHECK=${RECHECK:-1}
+RECHECK_CHUNK=${RECHECK_CHUNK:-10}
 # Two tests need a torch newer than 2.11 (see the upstream folder's README).
 DESELECT="not saved_activation_not_static and not no_partition_keeps_static"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -110,8 +112,8 @@ if [ "$RECHECK" = 1 ] && [ -d "$RAW/stock" ]; then
     [ "${#tests[@]}" -eq 0 ] && continue
     echo "[$cfg] rechecking ${#tests[@]} test(s)"
     env_line=$("$PY" -m grace.report.upstream --env "$cfg")
-    for ((i = 0; i < ${#tests[@]}; i += ${RECHECK_CHUNK:-10})); do
-      k=$(printf '%02d' $((i / ${RECHECK_CHUNK:-10})))
+    for ((i = 0; i < ${#tests[@]}; i += $RECHECK_CHUNK)); do
+      k=$(printf '%02d' $((i / $RECHECK_CHUNK)))
       [ -f "$dir/recheck-$k.log" ] && grep -q '^exit ' "$dir/recheck-$k.log" && continue
       while [ "$(jobs -rp | wc -l)" -ge "$PROCS" ]; do sleep 2; done
       (
@@ -120,7 +122,7 @@ if [ "$RECHECK" = 1 ] && [ -d "$RAW/stock" ]; then
         export GRACE_UPSTREAM_RECHECK_OUT="$PWD/$dir/recheck-$k.jsonl"
         for kv in $env_line; do export "$kv"; done
         rm -f "$GRACE_UPSTREAM_RECHECK_OUT"
-        chunk=("${tests[@]:i:${RECHECK_CHUNK:-10}}")
+        chunk=("${tests[@]:i:$RECHECK_CHUNK}")
         pytest_in_upstream "$PWD/$dir/recheck-$k.log" -p grace.report.upstream_recheck "${chunk[@]/#/test_cudagraph_trees.py::}"
       ) &
     done
