@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -52,3 +55,26 @@ def release_cached_memory(device: Any) -> int:
     before = torch.cuda.memory_reserved(device)
     torch.cuda.empty_cache()
     return before - torch.cuda.memory_reserved(device)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, then as it was.
+
+    A CUDA graph tree node notes which outputs of earlier graphs die while it records, and each
+    replay checks that the same ones are dead: the tree assumes that what dies during a
+    recording is what the recording's own reference counts free, which a replay repeats. The
+    cyclic collector instead runs wherever allocations cross its threshold, and GraCE's
+    capture-time work (PI's watch, variants and check, SCG's profiles) allocates enough Python
+    objects that it ran during almost every recording: an output that only a reference cycle
+    kept alive died there, and the next replay that found it alive failed the tree's check.
+    The collector also must not free a CUDA graph (a private tree's, say) during a capture,
+    which would invalidate it. Reference counting still frees everything else as usual.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

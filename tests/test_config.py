@@ -79,3 +79,28 @@ def test_an_unknown_pi_strategy_is_refused_by_name() -> None:
 
     with config.patch(pi_strategy="fast"), pytest.raises(ValueError, match="choose one of ptx, prelude, exec-update"):
         strategy()
+
+
+def test_collector_paused_turns_the_cyclic_collector_off_and_back_as_it_was() -> None:
+    import gc
+
+    from grace.trees import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "an inner pause does not turn it back on early"
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with collector_paused():
+            raise ValueError("a failed recording")
+    assert gc.isenabled(), "turned back on after an exception too"
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled(), "left off if it was off"
+    finally:
+        gc.enable()

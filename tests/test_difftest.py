@@ -387,3 +387,75 @@ def test_run_through_subprocesses_with_inductor(tmp_path: Path) -> None:
     proc = _run_cli(tmp_path, "--configs", "stock", "--seconds", "60", "--programs", "2", "--max-steps", "3",
                     "--kinds", "pointwise", timeout=300)
     _check_run(tmp_path, proc, ["stock"], 2)
+
+
+# The probes of ``run-one --probe``.
+
+def test_parse_probes_names_all_and_refuses_unknown() -> None:
+    from grace.difftest.probe import parse_probes
+
+    assert parse_probes("all") == ["gc", "liveness", "history"], "all is every observing probe, no experiment"
+    assert parse_probes("gc-off, liveness") == ["gc-off", "liveness"]
+    with pytest.raises(ValueError, match="unknown probe"):
+        parse_probes("gc,leaks")
+
+
+def test_probes_install_on_the_tree_and_remove_puts_it_back() -> None:
+    import io
+
+    from torch._inductor import config
+    from torch._inductor import cudagraph_trees as ct
+
+    from grace.difftest.probe import Probes
+
+    before = {a: ct.CUDAGraphNode.__dict__[a] for a in ("_record", "check_invariants", "__init__")}
+    history = config.triton.cudagraph_trees_history_recording
+    probes = Probes(["gc", "liveness", "history", "gc-off"], out=io.StringIO()).install()
+    try:
+        assert all(ct.CUDAGraphNode.__dict__[a] is not f for a, f in before.items())
+        assert config.triton.cudagraph_trees_history_recording is True
+        assert probes._on_gc in __import__("gc").callbacks
+    finally:
+        probes.remove()
+    assert {a: ct.CUDAGraphNode.__dict__[a] for a in before} == before
+    assert config.triton.cudagraph_trees_history_recording == history
+    assert probes._on_gc not in __import__("gc").callbacks
+
+
+def test_the_gc_off_experiment_builds_a_node_with_the_collector_off() -> None:
+    import gc
+
+    from grace.difftest.probe import Probes
+
+    seen = []
+    wrapped = Probes._without_gc(lambda node, *a: seen.append(gc.isenabled()))
+    wrapped(object())
+    assert seen == [False] and gc.isenabled()
+
+
+def test_the_gc_probe_reports_collections_only_while_a_node_records() -> None:
+    import io
+
+    from grace.difftest.probe import Probes
+
+    out = io.StringIO()
+    probes = Probes(["gc"], out=out)
+    probes._on_gc("stop", {"generation": 0, "collected": 5})
+    assert out.getvalue() == ""
+    probes.recording = "graph 3"
+    probes._on_gc("start", {"generation": 0})
+    probes._on_gc("stop", {"generation": 0, "collected": 5})
+    assert "collected 5 object(s) while graph 3 recorded" in out.getvalue()
+    assert probes.collections_in_recording == 1
+
+
+def test_describe_referrers_walks_up_through_containers() -> None:
+    from grace.difftest.probe import describe_referrers
+
+    target = object()
+    holder = {"held": [target]}
+    lines = describe_referrers(target, depth=2)
+    assert lines[0] == "  list(len 1)", "the list holding it, one level up"
+    assert "    dict(1 keys: held)" in lines, "the dict holding that list, two levels up"
+    assert not any(line.startswith("      ") for line in lines), "no deeper than asked"
+    del holder

@@ -339,3 +339,43 @@ def test_training_attention_with_dropout_is_never_run_outside_its_capture() -> N
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "step 4 loss" in out and "cannot be run outside its capture" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("switches", [{"pi": True, "scg": False}, {"pi": False, "scg": False}])
+def test_a_node_records_with_the_cyclic_collector_paused_only_under_grace(switches, monkeypatch) -> None:
+    """What dies during a recording must be what reference counts free (the tree checks the
+    same deaths at every replay), so with PI or SCG on no cyclic collection may run then;
+    with both off the tree is stock."""
+    if not _overlay_active():
+        pytest.skip("GraCE's overlay with the PI patch is not active here (run `make setup`)")
+    import gc
+
+    import torch._dynamo
+    from torch._inductor import cudagraph_trees
+
+    import grace.config
+
+    seen: list[bool] = []
+    original = cudagraph_trees.CUDAGraphNode.__init__
+
+    def init(node: Any, *args: Any, **kwargs: Any) -> None:
+        seen.append(gc.isenabled())
+        original(node, *args, **kwargs)
+        seen.append(gc.isenabled())
+
+    monkeypatch.setattr(cudagraph_trees.CUDAGraphNode, "__init__", init)
+    torch._dynamo.reset()
+    cudagraph_trees.reset_cudagraph_trees()
+    try:
+        with grace.config.patch(**switches):
+            cf = torch.compile(lambda a: torch.cos(a) + 1, mode="reduce-overhead")
+            for _ in range(3):
+                a = _fresh(N)
+                torch.testing.assert_close(cf(a), torch.cos(a) + 1)
+    finally:
+        torch._dynamo.reset()
+        cudagraph_trees.reset_cudagraph_trees()
+    assert seen, "the function was recorded"
+    grace_on = switches["pi"] or switches["scg"]
+    assert seen == [not grace_on] * len(seen)
+    assert gc.isenabled(), "the collector is back on after the recording"

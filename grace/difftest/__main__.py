@@ -43,6 +43,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
     one = sub.add_parser("run-one", help="run one program in this process")
     one.add_argument("--seed", type=int, required=True)
+    one.add_argument("--probe", default=None,
+                     help="diagnose a failure: comma-separated tree probes (gc, liveness, history) or all; "
+                          "they print to stderr (grace.difftest.probe)")
     _program_options(one)
     _device_options(one)
 
@@ -76,6 +79,10 @@ def run_one(args: argparse.Namespace) -> int:
 
     program = generate(args.seed, parse_kinds(args.kinds), args.max_steps)
     print(program.describe(), file=sys.stderr, flush=True)
+    if args.probe:
+        from grace.difftest.probe import Probes, parse_probes
+
+        Probes(parse_probes(args.probe)).install()
     result = run_program(program, args.device, args.backend)
     print(json.dumps(result, sort_keys=True), flush=True)
     return 0

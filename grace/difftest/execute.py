@@ -21,7 +21,9 @@ import copy
 import dataclasses
 import math
 import re
+import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -337,6 +339,7 @@ class ProgramRun:
         except EagerFailed as e:
             result = self.outcome("error", f"eager raised {e}", error_kind("eager", str(e)))
         except Exception as e:  # noqa: BLE001 - every failure is a result
+            traceback.print_exc(file=sys.stderr)  # the log keeps where it was raised
             message = f"{type(e).__name__}: {first_line(str(e))}"
             result = self.outcome("error", message, error_kind(type(e).__name__, str(e)))
         result["seconds"] = round(time.monotonic() - start, 3)

@@ -1,0 +1,197 @@
+"""Probes on CUDA graph trees for diagnosing one failing program (``run-one --probe``).
+
+A program that fails under a configuration and not under stock ends in one of the tree's own
+checks: a liveness check at replay, a pool check after a recording, an assertion. Their
+messages say what was violated, not why. The probes, installed on the tree's classes in this
+process only, print to stderr what the messages leave out:
+
+* ``gc``: each cyclic garbage collection that runs while a node records. A tensor kept alive
+  only by a reference cycle dies whenever the collector happens to run; if that is during a
+  recording, the node records it as dying there, and a replay that finds it alive fails.
+* ``liveness``: when a replay's liveness check fails, which outputs of which nodes the
+  recording saw die and the replay finds alive, and what still refers to them.
+* ``history``: the allocator records stack traces, so that the tree's pool check names where
+  a block nobody tracks was allocated.
+* ``gc-off`` (an experiment, not an observation): the cyclic collector is off while a node is
+  built and recorded, so that only reference counts decide what dies during a recording.
+
+Nothing here runs unless asked for; it is for a developer's replay of one seed, never a
+measured run.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+PROBES = ("gc", "liveness", "history", "gc-off")
+
+
+def parse_probes(text: str) -> list[str]:
+    """``"gc,liveness"`` or ``"all"`` (every observing probe) -> the names; an unknown name is an error."""
+    names = [p for p in PROBES if p != "gc-off"] if text.strip() == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [n for n in names if n not in PROBES]
+    if unknown:
+        raise ValueError(f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)} or all")
+    return names
+
+
+def describe_referrers(obj: Any, depth: int = 3, width: int = 6,
+                       ignore: Iterable[Any] = ()) -> list[str]:
+    """What refers to ``obj``, as indented lines of types, ``depth`` levels up.
+
+    Frames are shown with their code's name and line, so that a reference held by a traceback
+    or a running function can be told from one held by a container.
+    """
+    skip = {id(x) for x in ignore}
+    lines: list[str] = []
+
+    def name(o: Any) -> str:
+        if hasattr(o, "f_code"):
+            return f"frame {o.f_code.co_name} ({o.f_code.co_filename}:{o.f_lineno})"
+        if isinstance(o, dict):
+            return f"dict({len(o)} keys: {', '.join(map(str, list(o)[:4]))})"
+        if isinstance(o, (list, tuple)):
+            return f"{type(o).__name__}(len {len(o)})"
+        return type(o).__qualname__
+
+    def walk(o: Any, level: int, seen: set[int]) -> None:
+        if level >= depth:
+            return
+        found = gc.get_referrers(o)
+        skip.add(id(found))
+        referrers = [r for r in found if id(r) not in skip and id(r) not in seen
+                     and not (hasattr(r, "f_code") and r.f_code in own_code)]
+        skip.add(id(referrers))
+        for r in referrers[:width]:
+            lines.append("  " * (level + 1) + name(r))
+            walk(r, level + 1, seen | {id(r)})
+        if len(referrers) > width:
+            lines.append("  " * (level + 1) + f"... {len(referrers) - width} more")
+
+    own_code = {describe_referrers.__code__, walk.__code__}
+    walk(obj, 0, {id(obj)})
+    return lines
+
+
+class Probes:
+    """The installed probes and what they replace, so that :meth:`remove` puts it back."""
+
+    def __init__(self, names: Iterable[str], out: TextIO = sys.stderr) -> None:
+        self.names = list(names)
+        self.out = out
+        self.recording: str | None = None  # the node being recorded, for the gc probe
+        self.collections_in_recording = 0
+        self._restore: list[Callable[[], None]] = []
+
+    def say(self, text: str) -> None:
+        print(f"[probe] {text}", file=self.out, flush=True)
+
+    def install(self) -> Probes:
+        from torch._inductor import cudagraph_trees as ct
+
+        if "history" in self.names:
+            from torch._inductor import config
+
+            old = config.triton.cudagraph_trees_history_recording
+            config.triton.cudagraph_trees_history_recording = True
+            self._restore.append(lambda: setattr(config.triton, "cudagraph_trees_history_recording", old))
+        if "gc" in self.names:
+            self._wrap(ct.CUDAGraphNode, "_record", self._recording)
+            gc.callbacks.append(self._on_gc)
+            self._restore.append(lambda: gc.callbacks.remove(self._on_gc))
+        if "liveness" in self.names:
+            self._wrap(ct.CUDAGraphNode, "check_invariants", self._checking)
+        if "gc-off" in self.names:
+            self._wrap(ct.CUDAGraphNode, "__init__", self._without_gc)
+        return self
+
+    def remove(self) -> None:
+        while self._restore:
+            self._restore.pop()()
+
+    def _wrap(self, cls: type, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        original = cls.__dict__[attr]
+        setattr(cls, attr, make(original))
+        self._restore.append(lambda: setattr(cls, attr, original))
+
+    # -- gc ---------------------------------------------------------------------------------
+
+    def _recording(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        probes = self
+
+        def _record(node: Any, *args: Any, **kwargs: Any) -> Any:
+            probes.recording = f"graph {node.id}"
+            try:
+                return original(node, *args, **kwargs)
+            finally:
+                probes.recording = None
+                dead = node.expected_dead_indices_after_graph if hasattr(node, "expected_dead_indices_after_graph") else None
+                if dead:
+                    probes.say(f"graph {node.id} saw path outputs die while recording: {dead}")
+        return _record
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop" and self.recording is not None:
+            self.collections_in_recording += 1
+            self.say(f"gc generation {info.get('generation')} collected {info.get('collected')} object(s) "
+                     f"while {self.recording} recorded")
+
+    @staticmethod
+    def _without_gc(original: Callable[..., Any]) -> Callable[..., Any]:
+        def __init__(node: Any, *args: Any, **kwargs: Any) -> None:
+            was = gc.isenabled()
+            gc.disable()
+            try:
+                original(node, *args, **kwargs)
+            finally:
+                if was:
+                    gc.enable()
+        return __init__
+
+    # -- liveness ---------------------------------------------------------------------------
+
+    def _checking(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        probes = self
+
+        def check_invariants(node: Any, inputs: list[Any]) -> Any:
+            try:
+                return original(node, inputs)
+            except RuntimeError as e:
+                if "deallocate during graph" in str(e):
+                    probes.report_liveness(node)
+                raise
+        return check_invariants
+
+    def report_liveness(self, node: Any) -> None:
+        """The expected-dead outputs a replay finds alive, each with its node and referrers."""
+        import torch
+
+        path = list(node._path_from_root)
+        self.say(f"graph {node.id}: liveness check failed; expected dead after recording: "
+                 f"{node.expected_dead_indices_after_graph}")
+        for depth, index in node.expected_dead_indices_after_graph:
+            ref = node.path_weakrefs[depth][index]
+            if ref is None or ref() is None:
+                continue
+            owner = path[depth]
+            ptr = ref.data_ptr()
+            self.say(f"  alive: output {index} of graph {owner.id} (depth {depth}), data_ptr {ptr:#x}")
+            tensors = [o for o in gc.get_objects() if _storage_ptr(o, torch) == ptr]
+            for t in tensors[:3]:
+                self.say(f"    tensor {tuple(t.shape)} {t.dtype}, referred to by:")
+                for line in describe_referrers(t, ignore=[tensors]):
+                    self.say("    " + line)
+
+
+def _storage_ptr(obj: Any, torch: Any) -> int | None:
+    """``obj``'s storage address if it is a plain CUDA tensor or parameter (a fake or
+    functional tensor has none to give)."""
+    if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+        return None
+    try:
+        return obj.untyped_storage().data_ptr() if obj.device.type == "cuda" else None
+    except RuntimeError:
+        return None
