@@ -394,7 +394,7 @@ def test_run_through_subprocesses_with_inductor(tmp_path: Path) -> None:
 def test_parse_probes_names_all_and_refuses_unknown() -> None:
     from grace.difftest.probe import parse_probes
 
-    assert parse_probes("all") == ["gc", "liveness", "history"], "all is every observing probe, no experiment"
+    assert parse_probes("all") == ["gc", "liveness", "paths", "history"], "all is every observing probe, no experiment"
     assert parse_probes("gc-off, liveness") == ["gc-off", "liveness"]
     with pytest.raises(ValueError, match="unknown probe"):
         parse_probes("gc,leaks")
@@ -409,15 +409,18 @@ def test_probes_install_on_the_tree_and_remove_puts_it_back() -> None:
     from grace.difftest.probe import Probes
 
     before = {a: ct.CUDAGraphNode.__dict__[a] for a in ("_record", "check_invariants", "__init__")}
+    warm_run = ct.CUDAWarmupNode.__dict__["run"]
     history = config.triton.cudagraph_trees_history_recording
-    probes = Probes(["gc", "liveness", "history", "gc-off"], out=io.StringIO()).install()
+    probes = Probes(["gc", "liveness", "paths", "history", "gc-off"], out=io.StringIO()).install()
     try:
         assert all(ct.CUDAGraphNode.__dict__[a] is not f for a, f in before.items())
+        assert ct.CUDAWarmupNode.__dict__["run"] is not warm_run
         assert config.triton.cudagraph_trees_history_recording is True
         assert probes._on_gc in __import__("gc").callbacks
     finally:
         probes.remove()
     assert {a: ct.CUDAGraphNode.__dict__[a] for a in before} == before
+    assert ct.CUDAWarmupNode.__dict__["run"] is warm_run
     assert config.triton.cudagraph_trees_history_recording == history
     assert probes._on_gc not in __import__("gc").callbacks
 

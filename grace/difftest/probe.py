@@ -10,6 +10,8 @@ process only, print to stderr what the messages leave out:
   recording, the node records it as dying there, and a replay that finds it alive fails.
 * ``liveness``: when a replay's liveness check fails, which outputs of which nodes the
   recording saw die and the replay finds alive, and what still refers to them.
+* ``paths``: a warm-up node whose outputs do not match its function's stack traces in number
+  (the tree asserts they do when it ends a warm-up), named with its function and where it ran.
 * ``history``: the allocator records stack traces, so that the tree's pool check names where
   a block nobody tracks was allocated.
 * ``gc-off`` (an experiment, not an observation): the cyclic collector is off while a node is
@@ -26,7 +28,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-PROBES = ("gc", "liveness", "history", "gc-off")
+PROBES = ("gc", "liveness", "paths", "history", "gc-off")
 
 
 def parse_probes(text: str) -> list[str]:
@@ -104,6 +106,8 @@ class Probes:
             self._restore.append(lambda: gc.callbacks.remove(self._on_gc))
         if "liveness" in self.names:
             self._wrap(ct.CUDAGraphNode, "check_invariants", self._checking)
+        if "paths" in self.names:
+            self._wrap(ct.CUDAWarmupNode, "run", self._warming)
         if "gc-off" in self.names:
             self._wrap(ct.CUDAGraphNode, "__init__", self._without_gc)
         return self
@@ -150,6 +154,26 @@ class Probes:
                 if was:
                     gc.enable()
         return __init__
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def _warming(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        probes = self
+
+        def run(node: Any, new_inputs: Any) -> Any:
+            out = original(node, new_inputs)
+            traces = node.stack_traces
+            if traces is not None and len(node.tensor_weakrefs) != len(traces):
+                import traceback
+
+                model = node.wrapped_function.model
+                probes.say(f"warm-up node {node.id} of {getattr(model, '__name__', model)} "
+                           f"({getattr(model, '__module__', '?')}): {len(node.tensor_weakrefs)} outputs, "
+                           f"{len(traces)} stack traces; function {node.wrapped_function.id}")
+                for line in traceback.format_stack(limit=14)[:-1]:
+                    probes.say("    " + line.rstrip().replace("\n", "\n[probe]     "))
+            return out
+        return run
 
     # -- liveness ---------------------------------------------------------------------------
 
