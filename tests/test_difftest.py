@@ -410,6 +410,7 @@ def test_probes_install_on_the_tree_and_remove_puts_it_back() -> None:
 
     before = {a: ct.CUDAGraphNode.__dict__[a] for a in ("_record", "check_invariants", "__init__")}
     warm_run = ct.CUDAWarmupNode.__dict__["run"]
+    dealloc = ct.CUDAGraphTreeManager.__dict__["dealloc_current_path_weakrefs"]
     history = config.triton.cudagraph_trees_history_recording
     probes = Probes(["gc", "liveness", "paths", "history", "gc-off"], out=io.StringIO()).install()
     try:
@@ -421,6 +422,7 @@ def test_probes_install_on_the_tree_and_remove_puts_it_back() -> None:
         probes.remove()
     assert {a: ct.CUDAGraphNode.__dict__[a] for a in before} == before
     assert ct.CUDAWarmupNode.__dict__["run"] is warm_run
+    assert ct.CUDAGraphTreeManager.__dict__["dealloc_current_path_weakrefs"] is dealloc
     assert config.triton.cudagraph_trees_history_recording == history
     assert probes._on_gc not in __import__("gc").callbacks
 

@@ -108,6 +108,7 @@ class Probes:
             self._wrap(ct.CUDAGraphNode, "check_invariants", self._checking)
         if "paths" in self.names:
             self._wrap(ct.CUDAWarmupNode, "run", self._warming)
+            self._wrap(ct.CUDAGraphTreeManager, "dealloc_current_path_weakrefs", self._ending_path)
         if "gc-off" in self.names:
             self._wrap(ct.CUDAGraphNode, "__init__", self._without_gc)
         return self
@@ -161,7 +162,13 @@ class Probes:
         probes = self
 
         def run(node: Any, new_inputs: Any) -> Any:
-            out = original(node, new_inputs)
+            try:
+                out = original(node, new_inputs)
+            except BaseException as e:
+                probes.say(f"warm-up node {node.id} raised {type(e).__name__} and stays on the path with "
+                           f"{len(node.tensor_weakrefs)} outputs for "
+                           f"{None if node.stack_traces is None else len(node.stack_traces)} stack traces")
+                raise
             traces = node.stack_traces
             if traces is not None and len(node.tensor_weakrefs) != len(traces):
                 import traceback
@@ -174,6 +181,20 @@ class Probes:
                     probes.say("    " + line.rstrip().replace("\n", "\n[probe]     "))
             return out
         return run
+
+    def _ending_path(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        probes = self
+
+        def dealloc_current_path_weakrefs(manager: Any) -> None:
+            try:
+                original(manager)
+            except AssertionError:
+                for node in manager.current_node._path_from_root:
+                    traces = node.stack_traces
+                    probes.say(f"path: {type(node).__name__} {node.id}: {len(node.tensor_weakrefs)} outputs, "
+                               f"{None if traces is None else len(traces)} stack traces")
+                raise
+        return dealloc_current_path_weakrefs
 
     # -- liveness ---------------------------------------------------------------------------
 
