@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -78,3 +78,20 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def check_inputs_readable(inputs: Sequence[Any]) -> None:
+    """Raise what reading each tensor input's memory raises, before the tree changes any state.
+
+    An input whose memory a later replay overwrote (an earlier graph's output, fed back) raises
+    "accessing tensor output of CUDAGraphs that has been overwritten" on its first data-pointer
+    read. A warm-up reads it only after its node has joined the tree's current path; raised
+    there, the node stays on the path without outputs, and the next end of a warm-up fails the
+    tree's own assertion that a node has as many outputs as stack traces. Called before the node
+    is made, the same error reaches the caller and the tree is as it was.
+    """
+    import torch
+
+    for t in inputs:
+        if isinstance(t, torch.Tensor):
+            t.untyped_storage().data_ptr()

@@ -104,3 +104,15 @@ def test_collector_paused_turns_the_cyclic_collector_off_and_back_as_it_was() ->
         assert not gc.isenabled(), "left off if it was off"
     finally:
         gc.enable()
+
+
+def test_check_inputs_readable_raises_the_overwritten_error_before_anything_else() -> None:
+    import torch
+
+    from grace.trees import check_inputs_readable
+
+    fine, overwritten = torch.ones(3), torch.ones(3)
+    check_inputs_readable([fine, 3, None, fine[1:]])
+    torch._C._set_storage_access_error_msg(overwritten, "accessing tensor output of CUDAGraphs that has been overwritten")
+    with pytest.raises(RuntimeError, match="has been overwritten"):
+        check_inputs_readable([fine, overwritten[1:]])

@@ -379,3 +379,31 @@ def test_a_node_records_with_the_cyclic_collector_paused_only_under_grace(switch
     grace_on = switches["pi"] or switches["scg"]
     assert seen == [not grace_on] * len(seen)
     assert gc.isenabled(), "the collector is back on after the recording"
+
+
+def test_an_overwritten_input_to_a_warm_up_raises_and_leaves_the_tree_usable(pi) -> None:
+    """A fed-back output that a later replay overwrote raises on its first read; raised from
+    inside a warm-up, the node would stay on the tree's path without outputs and the next end
+    of a warm-up would fail the tree's own assertion. Raised before the warm-up, every later
+    call still equals eager."""
+
+    def f(a: Any) -> Any:
+        return a * 2
+
+    def g(a: Any) -> Any:
+        return torch.sin(a) + 1
+
+    cf, cg = torch.compile(f, mode="reduce-overhead"), torch.compile(g, mode="reduce-overhead")
+    x = _fresh(N)
+    for _ in range(3):  # warm-up, recording, replay
+        torch.compiler.cudagraph_mark_step_begin()
+        held = cf(x)
+    torch.compiler.cudagraph_mark_step_begin()
+    cf(x)  # this replay writes where `held` lives
+    with pytest.raises(RuntimeError, match="overwritten"):
+        cg(held)  # g's first call: a warm-up
+    for step in range(4):
+        torch.compiler.cudagraph_mark_step_begin()
+        a = _fresh(N)
+        torch.testing.assert_close(cg(a), g(a), msg=f"g, call {step}")
+        torch.testing.assert_close(cf(a), f(a), msg=f"f, call {step}")
