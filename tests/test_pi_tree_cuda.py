@@ -407,3 +407,19 @@ def test_an_overwritten_input_to_a_warm_up_raises_and_leaves_the_tree_usable(pi)
         a = _fresh(N)
         torch.testing.assert_close(cg(a), g(a), msg=f"g, call {step}")
         torch.testing.assert_close(cf(a), f(a), msg=f"f, call {step}")
+
+
+def test_the_differential_program_where_stock_asserts_after_an_overwritten_warm_up_input_runs(pi) -> None:
+    """Program 22056001's first three calls (``python -m grace.difftest show --seed 22056001
+    --max-steps 3``): a call fed the previous call's output, which the tree has overwritten,
+    then a call of a recompiled function. Stock 2.11 raises the overwritten error at the second
+    call (by design) and then fails its own assertion in ``dealloc_current_path_weakrefs`` at the
+    third (run 20261125-s8-diff); with GraCE the third call runs and equals eager."""
+    from grace.difftest.execute import run_program
+    from grace.difftest.programs import generate
+
+    program = generate(22056001, None, 3)
+    assert [s.mode for s in program.steps] == ["rows", "feedback", "reuse"], "the generator still makes this program"
+    result = run_program(program, "cuda")
+    assert result["status"] == "ok", result["detail"]
+    assert result["expected_detail"] == ["step 1: fed-back input overwritten before the call"]
