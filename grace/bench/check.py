@@ -18,9 +18,8 @@ Training iterations are checked on the loss and every parameter's gradient, and 
 gradients get 5e-3: a backward pass chains two reassociated reductions per layer (the weight
 gradient and the input gradient), and through normalisation layers the differences compound
 with depth. DCGAN's first layers measured 2e-4 to 6e-4 on CPU and up to 2.3e-3 on the H100 in
-PT2-NoCG and PT2-CG alike, the same digits in both (run ``20261122-baseline``): the compiled
-kernels' rounding, not a graph's. Stale or wrong data, which is what the check is for, shows up
-as errors of order one.
+PT2-NoCG and PT2-CG alike, the same digits in both: the compiled kernels' rounding, not a
+graph's. Stale or wrong data, which is what the check is for, shows up as errors of order one.
 
 A gradient can be zero in exact arithmetic and rounding noise in both modes: the bias of an
 attention key projection (softmax ignores a shift shared by every key) comes out near 1e-12,

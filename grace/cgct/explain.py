@@ -1,5 +1,5 @@
 """Why kernels stay out of CUDA graphs: partition boundaries, skipped graphs and graph breaks,
-each with its root cause and the user's source line (issue 6, part 1).
+each with its root cause and the user's source line.
 
 Inductor already says most of it, under ``TORCH_LOGS=cudagraphs``: the scheduler logs every
 graph's partitions and, for each node of a partition that cannot be graphed, the reason, the

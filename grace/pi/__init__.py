@@ -29,13 +29,15 @@ read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
 pointer table, rewritten on the replay's stream), :mod:`~grace.pi.variant` (a kernel's
 indirected variant, built through Inductor's code cache for the config it settled on),
 :mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when),
-:mod:`~grace.pi.exec_update` (strategy (3): the instantiated graph's kernel arguments
-rewritten, vendor kernels included) and :mod:`~grace.pi.report` (per-graph records for Table 3).
+:mod:`~grace.pi.prelude` (strategy (2): a prelude kernel rewrites the graph's kernel arguments
+on the device), :mod:`~grace.pi.exec_update` (strategy (3): the instantiated graph's kernel
+arguments rewritten, vendor kernels included) and :mod:`~grace.pi.report` (per-graph records
+for Table 3).
 
-Status: the PTX pass runs on real Triton 3.6 PTX assembled by ptxas, and an indirected kernel
-has replayed correctly in a CUDA graph on the H100. In CUDA graph trees, pointwise graphs pass
-their GPU tests; two graphs that also copy an input failed there, and the correction (the
-placeholders held through the capture, the check against stock kernels, the stock second
-capture) is tested on the CPU only. Strategy (3) is CPU-tested; strategy (2), the prelude
-kernel, is not written.
+Strategies (``grace.config.pi_strategy``): (1) ``"ptx"``, the Triton kernels recompiled as
+above; (2) ``"prelude"``, a kernel added at the graph's root that rewrites the captured kernels'
+arguments from the pointer table on the device; (3) ``"exec-update"``, the host rewrites them in
+the instantiated graph before each replay. Invariants 1 to 3 are stated for strategy (1); (2)
+and (3) leave every kernel as captured, find the arguments to rewrite by scanning the captured
+graph (:func:`grace.pi.exec_update.scan`), and are checked against stock kernels the same way.
 """

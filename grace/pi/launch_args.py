@@ -4,9 +4,10 @@ Inductor launches a Triton kernel with its arguments in the order of the kernel'
 those declared ``tl.constexpr`` left out (:func:`runtime_arg_names`). A pointer argument reads a
 placeholder if its storage is the placeholder's: the placeholder itself or a view of it
 (``reinterpret_tensor`` with an offset), which becomes a slot at that byte offset. Storage
-identity, not address: the capture frees each placeholder after its last use, and a later
-buffer of the same graph may sit at the same address. Anything else (buffers the graph
-allocates, parameters, static inputs) is passed as it is.
+identity, not address: the warm-up run does not hold its inputs, so a later buffer may sit at
+a freed input's address (a PI capture does hold the recording inputs throughout,
+:mod:`grace.pi.tree_hook`). Anything else (buffers the graph allocates, parameters, static
+inputs) is passed as it is.
 
 Pure: the caller says which storage is whose (``owner``), so the rules are tested on the CPU.
 """

@@ -23,7 +23,7 @@ from typing import Literal
 ReferenceKind = Literal["vendor-kernel", "triton-kernel", "memcpy", "memset", "other"]
 
 
-# How a graph's reads are redirected (grace.config.pi_strategy): (1), (2) and (3) of the issue.
+# How a graph's reads are redirected (grace.config.pi_strategy): strategies (1), (2) and (3).
 PTX = "ptx"  # Triton kernels recompiled to load their inputs' pointers from a table
 PRELUDE = "prelude"  # a kernel at the graph's root rewrites its kernels' arguments on the device
 EXEC_UPDATE = "exec-update"  # the instantiated graph's kernel arguments rewritten from the host

@@ -12,8 +12,7 @@ replays ahead of the GPU cannot hand a queued replay the next one's pointers, an
 nothing to wait for: the driver documents ("API synchronization behavior") that a copy from
 pageable memory either is synchronous or has staged the bytes in its own memory when it
 returns, the property PyTorch's ``non_blocking`` copies from unpinned tensors rely on too.
-The ways measured (``scripts/probes/table_write_device_cost.py``, H100, per write; run
-20261125-s4):
+The ways measured (``scripts/probes/table_write_device_cost.py``, H100, per write):
 
 ================  ===============================  =====================
 way               device us (K = 1, 4, 16, 64)     host us (K = 1 .. 64)
@@ -25,11 +24,10 @@ writer kernel     1.9, 2.0, 2.1, 2.3               8.9 .. 20
 ================  ===============================  =====================
 
 ``cuStreamBatchMemOp`` costs the GPU about 0.65 us a slot: with 64 slots a replay spent 47 us
-on the device against PT2-CG's 8 us of copies (Figure 9, run 20261125-s4-fig9b); with the copy
-it spent 6.9 us (run 20261125-s5-copy, where PI's GPU tests also passed with it). A pinned
-buffer is only safe reused behind an event per use (the first design, 7.6 us of host time a
-replay). A batch holds fewer than 256 operations, so a larger table takes one memop call per
-255 slots.
+on the device against PT2-CG's 8 us of copies (Figure 9 on the H100, ``docs/pi.md``); with the
+copy it spent 6.9 us. A pinned buffer is only safe reused behind an event per use, which cost
+7.6 us of host time a replay on the H100. A batch holds fewer than 256 operations, so a larger
+table takes one memop call per 255 slots.
 """
 
 from __future__ import annotations

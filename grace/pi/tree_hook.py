@@ -827,8 +827,8 @@ def random_use(func: Any, args: Sequence[Any], kwargs: dict) -> str | None:
     advance the program's generator besides. An operator that reads random-number state (the
     philox seed and offset that flash and memory-efficient attention save for their backward)
     reads, after a captured forward, device tensors that it dereferences on the host when not
-    capturing: DGPT2's and MT5's training backward crashed the process that way (run
-    20261125-s5-tables23). Attention without dropout draws nothing.
+    capturing: DGPT2's and MT5's training backward crashed the process that way on the H100.
+    Attention without dropout draws nothing.
     """
     import torch
 

@@ -1,6 +1,6 @@
 """The PT2 baseline: what stock torch.compile does on every workload, one row per workload.
 
-``results/processed/baseline_pt2.csv`` (issue 3) is built from a run of the modes ``eager``,
+``results/processed/baseline_pt2.csv`` is built from a run of the modes ``eager``,
 ``pt2-nocg`` and ``pt2-cg``, sharded or not. Per workload it holds each mode's median
 per-iteration time and status, PT2-CG's speedup over PT2-NoCG (ratio of medians, with the p10
 and p90 of the paired per-round ratios, as Figure 10), both compile times, the number of CUDA
