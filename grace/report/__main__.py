@@ -1,4 +1,4 @@
-"""``python -m grace.report figure10|figure11|scg|baseline``: figures and tables from a run's rows.
+"""``python -m grace.report figure10|figure11|scg|baseline|tables23|figure9``: figures and tables from a run's rows.
 
 ``figure10``/``figure11`` draw the speedup figures and print the speedups. ``scg`` writes SCG's
 decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
