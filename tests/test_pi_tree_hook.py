@@ -16,7 +16,8 @@ import torch
 
 from grace.pi import tree_hook
 from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX
-from grace.pi.tree_hook import PIReplay, start_recording
+from grace.pi.replay import CopyingReplay, PIReplay
+from grace.pi.tree_hook import start_recording
 
 
 def _generated_function() -> Any:
@@ -156,7 +157,7 @@ def test_finish_indirects_read_only_inputs_and_the_replay_fills_pointers(recordi
     ptr0, ptr1 = x.data_ptr(), y.data_ptr()
     placeholders[:2] = [None, None]
     del x, y  # the capture freed the placeholders
-    replay = rec.finish(mutated_input_idxs=[], node_name="graph 0").replay
+    replay = rec.finish(mutated_input_idxs=[], node_name="graph 0", node=node).replay
     assert isinstance(replay, PIReplay) and replay.plan.indirected == (0, 1)
     assert rec.table_storage[:2].tolist() == [ptr0, ptr1 + 64], "first replay reads the placeholders"
     a, b = torch.randn(64), torch.randn(16, 4)
@@ -175,7 +176,7 @@ def test_guard_failure_copies_that_replay_and_points_its_slot_at_the_placeholder
     ptr0 = x.data_ptr()
     placeholders[:2] = [None, None]
     del x, y
-    replay = rec.finish([], "graph 0").replay
+    replay = rec.finish([], "graph 0", node).replay
     node.reconstructed_inputs[0] = torch.empty(64)  # the copy target stands for the placeholder
     misaligned = torch.randn(65)[1:]  # 4 bytes past an aligned address
     b = torch.randn(16, 4)
@@ -189,9 +190,11 @@ def test_an_output_aliasing_a_placeholder_or_a_mutated_input_keeps_the_copy(reco
     x, y, _ = placeholders
     rec.launch(autotuner(), LAUNCHER, [x, y, torch.zeros(1), 64], {}, stream=0)
     alias = y.view(-1)  # an output that is a view of input 1 keeps its storage alive
+    node = _node(placeholders)
     placeholders[:2] = [None, None]
     del x, y
-    replay = rec.finish(mutated_input_idxs=[0], node_name="graph 0", outputs=[alias]).replay
+    replay = rec.finish(mutated_input_idxs=[0], node_name="graph 0", node=node, outputs=[alias]).replay
+    assert isinstance(replay, CopyingReplay), "it replays as stock, keeping the table its kernels read"
     decisions = {d.input_index: d for d in replay.plan.decisions}
     assert not decisions[0].indirect and "mutates" in decisions[0].reason
     assert not decisions[1].indirect and "aliases" in decisions[1].reason
@@ -220,9 +223,10 @@ def test_each_finished_recording_is_reported_for_table_3(recording) -> None:
     x, y, _ = placeholders
     rec.launch(autotuner(), LAUNCHER, [x, y, torch.zeros(1), 64], {}, stream=0)
     rec.block(1, "read by aten.mm.default")
+    node = _node(placeholders)
     placeholders[:2] = [None, None]
     del x, y
-    rec.finish([], "graph 3")
+    rec.finish([], "graph 3", node)
     (r,) = report.records()
     assert (r.name, r.indirected, r.pointers, r.strategy) == ("graph 3", [0], 2, "ptx")
     assert r.copy_bytes_before == 64 * 4 * 2 and r.copy_bytes_after == 64 * 4
@@ -269,6 +273,7 @@ class FakeNode:
 
     def __init__(self, rec: Any, placeholder: torch.Tensor, through_table: bool, factor: float = 2.0) -> None:
         self.id = 7
+        self.non_static_input_idx, self.expanded_dims = [0], [[]]
         self.reconstructed_inputs = [placeholder]  # the tree's view of the placeholder's bytes
         self.out = torch.zeros_like(placeholder)
         table = rec.table_storage
@@ -419,6 +424,8 @@ class ExecNode:
         import ctypes
 
         self.id = 11
+        self.non_static_input_idx, self.expanded_dims = [0], [[]]
+        self.reconstructed_inputs = [placeholder]
         self.out = torch.zeros_like(placeholder)
         self.args = [ctypes.create_string_buffer(placeholder.data_ptr().to_bytes(8, "little"), 8)]
         self.instantiated = False
@@ -735,3 +742,112 @@ def test_a_higher_order_operator_makes_the_graph_unverifiable_without_raising(bu
     assert rec.unverifiable is not None and "higher-order operator run_with_rng_state" in rec.unverifiable
     why = rec._compare(None, [], None, None, [], [], lambda args: None, [placeholder])
     assert why is not None and "outside its capture" in why
+
+
+def test_a_replay_with_nothing_indirected_is_refused_and_the_guard_must_match_the_plan() -> None:
+    from grace.pi.guard import InputLayout, ReplayGuard
+    from grace.pi.plan import Placeholder, Slot, plan_graph
+
+    x = torch.randn(8)
+    node = SimpleNamespace(non_static_input_idx=[0], expanded_dims=[[]], reconstructed_inputs=[x])
+    placeholder = Placeholder(0, x.data_ptr(), 32, 32)
+    copied = plan_graph([placeholder], [], [])
+    with pytest.raises(ValueError, match="no input is indirected"):
+        PIReplay(node, copied, pointers=None, guard=ReplayGuard([]), placeholder_ptrs=[x.data_ptr()])
+    indirected = plan_graph([placeholder], [Slot(0, 0, "k")], [])
+    assert indirected.indirected == (0,)
+    with pytest.raises(ValueError, match="not the indirected"):
+        PIReplay(node, indirected, pointers=None, guard=ReplayGuard([]), placeholder_ptrs=[x.data_ptr()])
+    replay = PIReplay(node, indirected, pointers=None, guard=ReplayGuard([InputLayout.of(0, x, 16)]),
+                      placeholder_ptrs=[x.data_ptr()])
+    assert replay._copied == () and replay._dst == [], "an indirected input has no copy to bind"
+
+
+# --- record: the capture the patch hands over ------------------------------------------------------
+
+
+class _Capture:
+    """Stands for the tree's capture: runs ``model`` on ``inputs`` inside ``watch`` and notes each
+    call's graph and input ids."""
+
+    def __init__(self, node: Any, model: Any) -> None:
+        self.node, self.model, self.calls = node, model, []
+
+    def __call__(self, inputs: list[Any], watch: Any) -> Any:
+        self.calls.append((self.node.graph, [id(x) for x in inputs], watch))
+        with watch:
+            out = self.model(inputs)
+        assert not inputs, "the model takes its inputs, as Inductor's does"
+        return out
+
+
+def _generated_identity() -> Any:
+    """Inductor's generated code as far as PI can tell: ``call(args)`` returns its input."""
+    import types
+
+    from torch._inductor.codecache import PyCodeCache
+
+    module = types.ModuleType("grace_test_generated_identity")
+    exec("def call(args):\n    (a,) = args\n    args.clear()\n    return (a,)\n", module.__dict__)
+    PyCodeCache.modules.append(module)
+    return module.call
+
+
+IDENTITY = _generated_identity()
+
+
+def _record_node(x: torch.Tensor) -> Any:
+    return SimpleNamespace(device="cpu", id=5, graph="graph as the tree made it", grace_pi="unset",
+                           non_static_input_idx=[0], expanded_dims=[[]], reconstructed_inputs=[x],
+                           wrapped_function=SimpleNamespace(mutated_input_idxs=[]))
+
+
+def test_record_captures_once_and_sets_the_node_replay(monkeypatch) -> None:
+    from grace.pi import tree_hook
+    from grace.pi.tree_hook import Finished, record
+
+    x = torch.randn(64)
+    node = _record_node(x)
+    monkeypatch.setattr(tree_hook.Recording, "finish", lambda self, *a, **k: Finished("the replay"))
+    capture = _Capture(node, IDENTITY)
+    out = record(node, IDENTITY, [x], capture)
+    assert len(capture.calls) == 1 and node.grace_pi == "the replay"
+    assert out[0] is x, "the static outputs are the capture's"
+    assert capture.calls[0][0] == "graph as the tree made it", "strategy ptx keeps the tree's graph"
+
+
+def test_record_captures_again_stock_on_the_same_placeholders_when_the_check_fails(monkeypatch) -> None:
+    import contextlib
+
+    from grace.pi import tree_hook
+    from grace.pi.tree_hook import Finished, record
+
+    x = torch.randn(64)
+    node = _record_node(x)
+    monkeypatch.setattr(tree_hook.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
+    monkeypatch.setattr(tree_hook, "new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
+    capture = _Capture(node, IDENTITY)
+    record(node, IDENTITY, [x], capture)
+    (first_graph, first_ids, first_watch), (second_graph, second_ids, second_watch) = capture.calls
+    assert first_ids == second_ids == [id(x)], "the second capture reads the same placeholders"
+    assert not isinstance(first_watch, contextlib.nullcontext), "the first capture is watched"
+    assert isinstance(second_watch, contextlib.nullcontext), "the second is stock"
+    assert second_graph == "a fresh graph" and node.grace_pi is None
+
+
+def test_record_leaves_a_function_it_does_not_handle_to_one_stock_capture() -> None:
+    import contextlib
+
+    from grace.pi.tree_hook import record
+
+    def user_function(args: list[Any]) -> Any:
+        (a,) = args
+        args.clear()
+        return (a * 2,)
+
+    x = torch.randn(4)
+    node = _record_node(x)
+    capture = _Capture(node, user_function)
+    record(node, user_function, [x], capture)
+    ((_, _, watch),) = capture.calls
+    assert isinstance(watch, contextlib.nullcontext) and node.grace_pi == "unset"

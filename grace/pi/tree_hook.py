@@ -13,11 +13,11 @@ instead of copying their bytes. Three moments, each a call from the patch
    the indirected variant of every Triton kernel that reads a non-static input, so that the
    capture finds them built (a capture that must build one relaxes its thread's capture mode
    for the module load).
-1. ``CUDAGraphNode._record``, before the capture: :func:`start_recording` notes each
-   placeholder by its storage's identity and allocates the table's device memory, outside the
-   graph's memory pool (a block of the pool that no output owns would fail the tree's
-   ``check_memory_pool``, and the table must outlive the capture). The patch holds the
-   recording inputs through this capture, so that a second capture (step 3) reads the same
+1. ``CUDAGraphNode._record`` hands its capture to :func:`record`. Before the capture,
+   :func:`start_recording` notes each placeholder by its storage's identity and allocates the
+   table's device memory, outside the graph's memory pool (a block of the pool that no output
+   owns would fail the tree's ``check_memory_pool``, and the table must outlive the capture).
+   :func:`record` holds the recording inputs through this capture, so that a second capture (step 3) reads the same
    placeholders, and so that the graph cannot put its own buffers in a placeholder's memory
    after the input's last use (stock lets it: the tree refills placeholders before every
    replay, but the check of step 3 replays once more, and a placeholder that kept its copy
@@ -35,9 +35,9 @@ instead of copying their bytes. Three moments, each a call from the patch
    check cannot run (a graph that draws random numbers cannot be run twice, and one that
    reads random-number state a captured forward saved, such as attention's philox seed, must
    not run outside a capture: the dispatch mode notes both, :func:`random_use`), the graph is not
-   trusted: the patch records it again with PI off, exactly as stock PyTorch would, and the log
+   trusted: :func:`record` captures it again with PI off, exactly as stock PyTorch would, and the log
    says why. Inputs the graph mutates are compared too, and put back. Otherwise the node gets its
-   :class:`PIReplay` (an input keeps its copy if an output aliases it, if the graph mutates
+   :class:`grace.pi.replay.PIReplay` (an input keeps its copy if an output aliases it, if the graph mutates
    it, or if a launch that read it could not be redirected). The table is filled with the
    placeholders' own addresses for the tree's first replay, which runs on the recording inputs.
 
@@ -50,7 +50,7 @@ The watch of step 2 also stops at a higher-order operator (selective activation
 checkpointing's ``graphsafe_run_with_rng_state``, a wrapped subgraph): it does not see into it,
 so such a graph is recorded again stock, with a log line.
 
-At every replay, :meth:`PIReplay.replay` runs instead of the tree's copy: the guard
+At every replay, :meth:`grace.pi.replay.PIReplay.replay` runs instead of the tree's copy: the guard
 (:class:`grace.pi.guard.ReplayGuard`) sends an input whose alignment, strides or storage offset
 differ from the placeholder's, or whose bytes the replay itself may write (the tree's pool, where
 the last call's outputs live; the static inputs the graph mutates), to the copy path for that
@@ -66,13 +66,13 @@ the kernels are stock, a failed check only drops the rewrite. With ``"prelude"``
 kernel is added that rewrites them on the device from a pointer table, which replays fill as
 strategy (1) does; that changes the graph, so a failed check records it again stock.
 
-Everything here is capture-time work except :meth:`PIReplay.replay`.
+Everything here is capture-time work; the replay is :mod:`grace.pi.replay`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,7 @@ from grace.pi import report
 from grace.pi.guard import InputLayout, ReplayGuard
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
 from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, GraphPlan, Placeholder, Reference, Slot, plan_graph
+from grace.pi.replay import CopyingReplay, PIReplay
 from grace.pi.table import PointerTable, write_mode as table_write_mode
 
 log = get_logger("grace.pi")
@@ -183,7 +184,7 @@ class Recording:
                outputs: Sequence[Any] = (), model: Any = None, inputs: Sequence[Any] = ()) -> Finished:
         """The plan for this graph: its replay state, or a reason to record it again as stock.
 
-        ``inputs`` are the recording inputs, which the patch keeps alive through this capture so
+        ``inputs`` are the recording inputs, which :func:`record` keeps alive through this capture so
         that a second, stock capture can read the same placeholders. ``model`` is the function
         the graph recorded. A graph that launches indirected kernels is checked against it
         (:meth:`_validate`); if the check fails or cannot run, the graph is not trusted and the
@@ -213,7 +214,7 @@ class Recording:
                 return self._rerecord(node_name, plan, why, f"indirected kernels: {kernels}")
         table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
         written = _written_ranges(self.device, node, inputs, mutated_input_idxs)
-        return self._deploy(node_name, plan, table, placeholder_ptrs, written)
+        return self._deploy(node, node_name, plan, table, placeholder_ptrs, written)
 
     def _finish_exec_update(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any,
                             outputs: Sequence[Any], model: Any, inputs: Sequence[Any]) -> Finished:
@@ -246,7 +247,7 @@ class Recording:
             report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
             return Finished(None)
         written = _written_ranges(self.device, node, inputs, mutated_input_idxs)
-        return self._deploy(node_name, plan, patch, placeholder_ptrs, written)
+        return self._deploy(node, node_name, plan, patch, placeholder_ptrs, written)
 
     def _scan_kept_graph(self, node: Any) -> tuple[Any, GraphPlan, list[Any]]:
         """The kept graph's nodes, the plan, and the argument sites of the indirected inputs.
@@ -310,20 +311,22 @@ class Recording:
         why = self._validate(node, outputs, plan, pointers, placeholder_ptrs, mutated_input_idxs, model, inputs)
         if why is not None:
             return self._rerecord(node_name, plan, why, f"prelude rewriting {installed.nodes} node(s)")
-        return self._deploy(node_name, plan, pointers, placeholder_ptrs,
+        return self._deploy(node, node_name, plan, pointers, placeholder_ptrs,
                             _written_ranges(self.device, node, inputs, mutated_input_idxs))
 
-    def _deploy(self, node_name: str, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
+    def _deploy(self, node: Any, node_name: str, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
                 written: Sequence[tuple[int, int]]) -> Finished:
         """Log and report a checked plan, and give the node its replay state; ``written``: the
         device ranges a replay may write, which an input read by pointer must not touch."""
         _log_plan(node_name, plan)
         report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
+        if not plan.indirected:
+            return Finished(CopyingReplay(plan, pointers))
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
-        return Finished(PIReplay(plan, pointers, ReplayGuard(layouts, written), placeholder_ptrs))
+        return Finished(PIReplay(node, plan, pointers, ReplayGuard(layouts, written), placeholder_ptrs))
 
     def _rerecord(self, node_name: str, plan: GraphPlan, why: str, what: str) -> Finished:
-        """Log and report that the graph is not trusted; the patch captures it again stock."""
+        """Log and report that the graph is not trusted; :func:`record` captures it again stock."""
         log.warning("PI %s: recorded again without indirection: %s (%s)", node_name, why, what)
         report.add(report.GraphRecord(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
                                       plan.copy_bytes_before, 0, [],
@@ -442,7 +445,7 @@ _UNDO_FAILED = "the graph's pointers could not be put back"
 class Finished:
     """What a recording leaves: the node's PI replay state, or why to record it again as stock."""
 
-    replay: PIReplay | None
+    replay: PIReplay | CopyingReplay | None
     rerecord: str | None = None
 
 
@@ -632,6 +635,35 @@ def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
     return Warmup(tracked) if tracked else None
 
 
+def record(node: Any, model: Any, inputs: list[Any],
+           capture: Callable[[list[Any], contextlib.AbstractContextManager[None]], Sequence[Any]]) -> Sequence[Any]:
+    """``CUDAGraphNode._record``'s capture with PI on: returns the static outputs, sets
+    ``node.grace_pi``.
+
+    ``capture(inputs, watch)`` is the tree's own capture of ``model`` on ``inputs`` into
+    ``node.graph``, with ``watch`` entered inside it. The recording inputs (the placeholders)
+    are held through it, so that a graph that fails its check (:meth:`Recording.finish`) is
+    captured again with every launch stock, on the same placeholders, into a fresh graph. A
+    function PI does not record (no placeholder, or not Inductor's generated code) is captured
+    once, as stock.
+    """
+    recording = start_recording(node.device, inputs, node.non_static_input_idx, model)
+    if recording is None:
+        return capture(inputs, contextlib.nullcontext())
+    held = list(inputs)
+    if recording.keeps_graph:  # strategies (2) and (3) read the captured graph's nodes
+        node.graph = new_graph(node.device, inputs, keep_graph=True)
+    outputs = capture(inputs, recording.active())
+    finished = recording.finish(node.wrapped_function.mutated_input_idxs, f"graph {node.id}", node,
+                                outputs, model, held)
+    node.grace_pi = finished.replay
+    if finished.rerecord is None:
+        return outputs
+    del outputs, finished, recording
+    node.graph = new_graph(node.device, held)
+    return capture(held, contextlib.nullcontext())
+
+
 def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int],
                     model: Any) -> Recording | None:
     """Before the capture: note the placeholders (``inputs`` are the recording inputs), or None
@@ -716,66 +748,6 @@ def _pointer_list(by_input: dict[int, int]) -> list[int]:
     for i, p in by_input.items():
         out[i] = p
     return out
-
-
-class PIReplay:
-    """A node's replay with indirected inputs: guard, remaining copies, table fill, replay.
-
-    What does not change between replays is worked out on the first one: which inputs are
-    copied and into which placeholder views, which are indirected. The table's entries for
-    copied inputs keep their placeholders' addresses; only indirected ones are rewritten.
-    """
-
-    def __init__(self, plan: GraphPlan, pointers: Any, guard: ReplayGuard, placeholder_ptrs: list[int]) -> None:
-        """``pointers``: the graph's :class:`PointerTable` (strategy "ptx"), its
-        :class:`grace.pi.prelude.PreludePointers` ("prelude") or its
-        :class:`grace.pi.exec_update.ExecPatch` ("exec-update"); each is filled with the
-        inputs' data pointers."""
-        self.plan = plan
-        self.pointers = pointers  # referenced for the node's lifetime: the graph reads what it holds
-        self.guard = guard
-        self.indirected = tuple(plan.indirected)
-        if sorted(guard.inputs) != sorted(self.indirected):  # its pointers are the table's values
-            raise ValueError(f"the replay guard checks inputs {guard.inputs}, not the indirected {self.indirected}")
-        self._placeholder_ptrs = placeholder_ptrs
-        self._ptrs = list(placeholder_ptrs)
-        self._copied: list[tuple[int, Any]] | None = None  # (input index, its expanded dims)
-        self._dst: list[Any] = []
-
-    def _bind(self, node: Any) -> None:
-        import torch
-        from torch._inductor.cudagraph_trees import index_expanded_dims
-
-        self._index_expanded_dims = index_expanded_dims
-        self._foreach_copy = torch._foreach_copy_
-        indirected = set(self.indirected)
-        self._copied = [(i, node.expanded_dims[i]) for i in node.non_static_input_idx
-                        if isinstance(node.reconstructed_inputs[i], torch.Tensor) and i not in indirected]
-        self._dst = [index_expanded_dims(node.reconstructed_inputs[i], dims) for i, dims in self._copied]
-
-    def replay(self, node: Any, new_inputs: list[Any]) -> None:
-        """Stands for the tree's ``_copy_inputs_and_remove_from_src`` and ``run_graph``."""
-        if not self.indirected:  # every input copied: the table holds fixed addresses already
-            node._copy_inputs_and_remove_from_src(node.reconstructed_inputs, new_inputs)
-            node.run_graph()
-            return
-        if self._copied is None:
-            self._bind(node)
-        expand = self._index_expanded_dims
-        dst = self._dst
-        src = [expand(new_inputs[i], dims) for i, dims in self._copied]
-        ptrs = self._ptrs
-        fallback = self.guard.must_copy(new_inputs, ptrs)  # also sets the indirected inputs' pointers
-        if fallback:  # rare: an input this replay cannot read in place is copied to its placeholder
-            dst = list(dst)
-            for i in fallback:
-                ptrs[i] = self._placeholder_ptrs[i]
-                dst.append(expand(node.reconstructed_inputs[i], node.expanded_dims[i]))
-                src.append(expand(new_inputs[i], node.expanded_dims[i]))
-        if dst:
-            self._foreach_copy(dst, src)
-        self.pointers.fill(ptrs)
-        node.run_graph()
 
 
 class _OperatorWatch:

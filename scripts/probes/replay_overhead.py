@@ -130,11 +130,11 @@ def _phase_times(fn: Any, samples: list[Any], calls: int) -> dict[str, float]:
     the input copy and the launch (every mode with graphs), the guard and the pointer fill (PI).
     Each step is wrapped on the node's objects for the measurement, then put back."""
     import torch
-
-    from grace.trees import recorded_nodes
-
     from torch._inductor import cudagraph_trees
     from torch._inductor.output_code import CompiledFxGraph
+
+    from grace.pi.replay import PIReplay
+    from grace.trees import recorded_nodes
 
     totals: dict[str, float] = {}
     depth: dict[str, int] = {}
@@ -177,10 +177,10 @@ def _phase_times(fn: Any, samples: list[Any], calls: int) -> dict[str, float]:
         pi = getattr(node, "grace_pi", None)
         if pi is not None:
             timed(pi, "replay", "PI: whole replay step (guard, copies, fill, launch)")
+        if isinstance(pi, PIReplay):  # a CopyingReplay runs the stock copy, timed above
             timed(pi.guard, "must_copy", "PI guard")
             timed(pi.pointers, "fill", "PI pointer fill")
-            if getattr(pi, "_copied", None) is not None:  # bound on its first replay
-                timed(pi, "_foreach_copy", "PI remaining copies")
+            timed(pi, "_foreach_copy", "PI remaining copies")
     t = time.perf_counter()
     for i in range(calls):
         fn(*samples[i % len(samples)])
