@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _setup(args: argparse.Namespace) -> int:
@@ -102,11 +103,37 @@ def _explain(args: argparse.Namespace) -> int:
         print("grace explain: needs a CUDA GPU (Inductor only partitions graphs for CUDA graphs when it "
               "compiles for one); torch.cuda.is_available() is False here", file=sys.stderr)
         return 2
-    from grace.cgct.explain import explain_workload, render
+    from grace.cgct.explain import render
 
     print(f"grace explain: {args.workload}, {args.iterations} iteration(s), torch.compile(mode={args.mode!r})")
-    print(render(explain_workload(args.workload, args.iterations, args.size, args.batch_size, args.mode)))
+    print(render(_explain_workload(args.workload, args.iterations, args.size, args.batch_size, args.mode)))
     return 0
+
+
+def _explain_workload(name: str, iterations: int, size: str, batch_size: int | None, mode: str) -> Any:
+    """Compile a registered workload, run ``iterations`` steps on the GPU, and explain its graphs
+    (:class:`grace.cgct.explain.Explanation`)."""
+    import torch
+
+    from grace.bench.workloads import get
+    from grace.cgct.explain import Collector
+
+    workload = get(name)
+    batch = batch_size or workload.batch_size
+    torch.manual_seed(0)
+    model = workload.build("cuda", batch, size)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, mode=mode)
+    with Collector() as collector:
+        for sample in range(iterations):
+            inputs = workload.inputs(model, sample, "cuda", batch, size)
+            if workload.kind == "training":
+                workload.loss(compiled(*inputs)).backward()
+            else:
+                with torch.no_grad():
+                    compiled(*inputs)
+        torch.cuda.synchronize()
+    return collector.explanation
 
 
 def main(argv: list[str] | None = None) -> int:

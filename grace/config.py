@@ -23,6 +23,9 @@ import sys
 
 from torch.utils._config_module import Config, install_config_module
 
+from grace.scg.choose import DEFAULT_MARGIN as _DEFAULT_MARGIN
+from grace.scg.profile import ProfileSettings as _ProfileSettings
+
 # CUDA-Graph-aware code transformation: rewrite IR so CPU scalars, CPU tensors copied in
 # forward and needless CPU outputs stop keeping kernels out of CUDA graphs.
 cgct: bool = Config(default=True, env_name_default="GRACE_CGCT")
@@ -55,11 +58,12 @@ scg_force: str = Config(default="", env_name_default="GRACE_SCG_FORCE")
 
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved
 # rounds, timed calls per choice per round; and the margin by which a more involved choice must
-# beat a simpler one's median to replace it (grace.scg.choose).
-scg_warmup: int = 3
-scg_rounds: int = 5
-scg_calls: int = 10
-scg_margin: float = 0.03
+# beat a simpler one's median to replace it (grace.scg.choose). The defaults are those modules'.
+scg_warmup: int = _ProfileSettings.warmup
+scg_rounds: int = _ProfileSettings.rounds
+scg_calls: int = _ProfileSettings.calls
+scg_margin: float = _DEFAULT_MARGIN
+del _DEFAULT_MARGIN, _ProfileSettings  # not settings themselves
 
 
 install_config_module(sys.modules[__name__])

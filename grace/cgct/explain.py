@@ -303,27 +303,3 @@ def summarize(findings: Iterable[Finding]) -> dict[str, int]:
         out[f.cause] = out.get(f.cause, 0) + 1
     return out
 
-
-def explain_workload(name: str, iterations: int = 3, size: str = "full", batch_size: int | None = None,
-                     mode: str = "reduce-overhead") -> Explanation:
-    """Compile a registered workload, run ``iterations`` steps on the GPU, and explain its graphs."""
-    import torch
-
-    from grace.bench.workloads import get
-
-    workload = get(name)
-    batch = batch_size or workload.batch_size
-    torch.manual_seed(0)
-    model = workload.build("cuda", batch, size)
-    torch._dynamo.reset()
-    compiled = torch.compile(model, mode=mode)
-    with Collector() as collector:
-        for sample in range(iterations):
-            inputs = workload.inputs(model, sample, "cuda", batch, size)
-            if workload.kind == "training":
-                workload.loss(compiled(*inputs)).backward()
-            else:
-                with torch.no_grad():
-                    compiled(*inputs)
-        torch.cuda.synchronize()
-    return collector.explanation

@@ -109,8 +109,9 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
             _pi_measured.setdefault(manager, set()).add(function_id)
             if decided[function_id] is Choice.GRAPH:  # recorded with PI off: Table 3 counts its copies
                 pi_report.add(pi_report.GraphRecord(
-                    record.name, "none (SCG measured the graph without PI faster)", record.copied_bytes,
-                    record.copied_bytes, 0, [], {}))
+                    name=record.name, strategy="none (SCG measured the graph without PI faster)",
+                    copy_bytes_before=record.copied_bytes, copy_bytes_after=record.copied_bytes,
+                    pointers=0, indirected=[]))
         if decided[function_id] is Choice.NO_GRAPH:
             wrapped = manager.ids_to_funcs[function_id]
             _unwrap_partition(wrapped.model, new_inputs, wrapped.static_input_idxs, wrapped.mutated_input_idxs)
