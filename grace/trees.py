@@ -69,7 +69,8 @@ def collector_paused() -> Iterator[None]:
     objects that it ran during almost every recording: an output that only a reference cycle
     kept alive died there, and the next replay that found it alive failed the tree's check.
     The collector also must not free a CUDA graph (a private tree's, say) during a capture,
-    which would invalidate it. Reference counting still frees everything else as usual.
+    which would invalidate it, nor a storage that the tree's allocator restore has listed by raw
+    pointer. Reference counting still frees everything else as usual.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -85,10 +86,12 @@ def check_inputs_readable(inputs: Sequence[Any]) -> None:
 
     An input whose memory a later replay overwrote (an earlier graph's output, fed back) raises
     "accessing tensor output of CUDAGraphs that has been overwritten" on its first data-pointer
-    read. A warm-up reads it only after its node has joined the tree's current path; raised
-    there, the node stays on the path without outputs, and the next end of a warm-up fails the
-    tree's own assertion that a node has as many outputs as stack traces. Called before the node
-    is made, the same error reaches the caller and the tree is as it was.
+    read. The tree makes that read only after it has applied its allocator checkpoint for a
+    warm-up or a recording, and after a warm-up node has joined its path; raised there, the
+    call leaves the allocator restored with no node after it (the next restore then fails in
+    ``_cuda_setCheckpointPoolState``) or a node without outputs on the path (the next end of a
+    warm-up fails the tree's assertion). Called first, the same error reaches the caller and
+    the tree is as it was.
     """
     import torch
 

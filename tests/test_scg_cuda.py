@@ -304,3 +304,38 @@ def test_profile_gives_its_private_pools_back(scg: Any, monkeypatch: pytest.Monk
     left = [(tuple(seg["segment_pool_id"]), seg["total_size"]) for seg in torch.cuda.memory_snapshot()
             if tuple(seg.get("segment_pool_id", (0, 0))) in private_pools]
     assert left == [], f"segments of the profile's private pools are still reserved: {left}"
+
+
+def test_a_function_kept_out_from_an_executing_path_leaves_the_tree_able_to_record(
+        scg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keep-out decided at the recording point of an executing path: the tree must not have
+    moved its allocator to a recording's state first (with no node made after it, the next
+    recording's restore would fail in ``_cuda_setCheckpointPoolState``, "Not expecting deleter
+    function"). f is recorded and replayed, F kept out from f's path, then g recorded there."""
+    def f(x: Any) -> Any:
+        return torch.sin(x) + 1
+
+    def big_f(x: Any) -> Any:
+        return torch.cos(x) * 3
+
+    def g(x: Any) -> Any:
+        return x * x - 2
+
+    _force(monkeypatch, scg, ["graph", "no-graph", "graph"])  # f, then F, then g, in that order
+    cf, cbig, cg = (torch.compile(fn, mode="reduce-overhead") for fn in (f, big_f, g))
+    x = torch.randn(1 << 12, device="cuda")
+    for fn, c in ((f, cf), (big_f, cbig), (g, cg)):  # every first call is a warm-up
+        torch.compiler.cudagraph_mark_step_begin()
+        torch.testing.assert_close(c(x), fn(x))
+    for step in range(3):  # f records, then replays: the path executes
+        torch.compiler.cudagraph_mark_step_begin()
+        y = cf(x)
+        torch.testing.assert_close(y, f(x), msg=f"f, call {step}")
+    torch.testing.assert_close(cbig(y), big_f(y))  # F: decided at the recording point, kept out
+    torch.testing.assert_close(cg(y), g(y))  # g: a new recording from f's path
+    for step in range(3):
+        torch.compiler.cudagraph_mark_step_begin()
+        a = torch.randn(1 << 12, device="cuda")
+        out = cf(a)
+        torch.testing.assert_close(cbig(out), big_f(f(a)), msg=f"F, call {step}")
+        torch.testing.assert_close(cg(out), g(f(a)), msg=f"g, call {step}")
