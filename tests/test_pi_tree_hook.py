@@ -851,3 +851,25 @@ def test_record_leaves_a_function_it_does_not_handle_to_one_stock_capture() -> N
     record(node, user_function, [x], capture)
     ((_, _, watch),) = capture.calls
     assert isinstance(watch, contextlib.nullcontext) and node.grace_pi == "unset"
+
+
+def test_record_captures_again_stock_when_planning_raises(monkeypatch, caplog) -> None:
+    import contextlib
+    import logging
+
+    from grace.pi import tree_hook
+    from grace.pi.tree_hook import record
+
+    def broken(self: Any, *a: Any, **k: Any) -> Any:
+        raise RuntimeError("instantiation failed")
+
+    x = torch.randn(64)
+    node = _record_node(x)
+    monkeypatch.setattr(tree_hook.Recording, "finish", broken)
+    monkeypatch.setattr(tree_hook, "new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
+    capture = _Capture(node, IDENTITY)
+    with caplog.at_level(logging.WARNING, logger="grace.pi"):
+        out = record(node, IDENTITY, [x], capture)
+    assert len(capture.calls) == 2 and isinstance(capture.calls[1][2], contextlib.nullcontext)
+    assert node.grace_pi is None and out[0] is x
+    assert "planning it raised RuntimeError: instantiation failed" in caplog.text

@@ -643,8 +643,9 @@ def record(node: Any, model: Any, inputs: list[Any],
     ``capture(inputs, watch)`` is the tree's own capture of ``model`` on ``inputs`` into
     ``node.graph``, with ``watch`` entered inside it. The recording inputs (the placeholders)
     are held through it, so that a graph that fails its check (:meth:`Recording.finish`) is
-    captured again with every launch stock, on the same placeholders, into a fresh graph. A
-    function PI does not record (no placeholder, or not Inductor's generated code) is captured
+    captured again with every launch stock, on the same placeholders, into a fresh graph; so is
+    one whose planning raised, which would otherwise leave the node half made after the tree
+    restored its allocator for it. A function PI does not record (no placeholder, or not Inductor's generated code) is captured
     once, as stock.
     """
     recording = start_recording(node.device, inputs, node.non_static_input_idx, model)
@@ -654,8 +655,13 @@ def record(node: Any, model: Any, inputs: list[Any],
     if recording.keeps_graph:  # strategies (2) and (3) read the captured graph's nodes
         node.graph = new_graph(node.device, inputs, keep_graph=True)
     outputs = capture(inputs, recording.active())
-    finished = recording.finish(node.wrapped_function.mutated_input_idxs, f"graph {node.id}", node,
-                                outputs, model, held)
+    try:
+        finished = recording.finish(node.wrapped_function.mutated_input_idxs, f"graph {node.id}", node,
+                                    outputs, model, held)
+    except Exception as e:  # noqa: BLE001 - capture time: what cannot be planned is recorded as stock
+        log.warning("PI graph %s: recorded again without indirection: planning it raised %s: %s",
+                    node.id, type(e).__name__, e)
+        finished = Finished(None, rerecord=f"planning raised {type(e).__name__}: {e}")
     node.grace_pi = finished.replay
     if finished.rerecord is None:
         return outputs
