@@ -24,6 +24,7 @@ from grace import stats
 from grace.bench import check
 from grace.bench.configs import ConfigError, parse_config, resolve
 from grace.bench.modes import MODES, TREE_CACHE, parse_modes, parse_tree
+from grace.bench.options import WorkerOptions
 from grace.bench.runner import Settings, Target, run, shard
 from grace.bench.workloads import get
 from grace.paths import CONFIGS_DIR, REPO_ROOT
@@ -297,7 +298,8 @@ def test_a_run_times_a_mode_from_another_checkout_beside_this_ones(tmp_path: Pat
         shutil.copytree(REPO_ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
     worker = tree / "grace" / "bench" / "worker.py"
     worker.write_text(worker.read_text().replace("\nif __name__ ==", "\nsys.stderr.write('worker from the other tree\\n')\nif __name__ ==", 1))
-    settings = Settings(experiment="cpu_test", run_id="r1", repeat=2, warmup=1, chunk=1, timeout_s=240.0,
+    settings = Settings(experiment="cpu_test", run_id="r1", repeat=2, worker=WorkerOptions(warmup=1), chunk=1,
+                        timeout_s=240.0,
                         device="cpu", size="tiny", results_dir=tmp_path / "results", pin_cpu=-1)
     modes = parse_modes("grace-cgct,grace-cgct@tree", dict([parse_tree(f"tree={tree}")]))
     out = run(settings, [Target(get("micro-mlp2"), get("micro-mlp2").batch_size)], modes)
@@ -320,10 +322,11 @@ def test_shards_partition_the_targets() -> None:
 # --- whole runs on the CPU ---------------------------------------------------------------
 
 def _run(tmp_path: Path, names: list[str], modes: str, repeat: int = 4, timeout: float = 240.0,
-         **options: Any) -> list[dict]:
-    settings = Settings(experiment="cpu_test", run_id="r1", repeat=repeat, warmup=2, chunk=2,
+         compile_together: bool = False, **worker: Any) -> list[dict]:
+    settings = Settings(experiment="cpu_test", run_id="r1", repeat=repeat, chunk=2,
                         timeout_s=timeout, device="cpu", size="tiny", results_dir=tmp_path,
-                        pin_cpu=max(os.sched_getaffinity(0)), **options)
+                        pin_cpu=max(os.sched_getaffinity(0)), compile_together=compile_together,
+                        worker=WorkerOptions(**{"warmup": 2, **worker}))
     out = run(settings, [Target(get(n), get(n).batch_size) for n in names], parse_modes(modes))
     assert (tmp_path / "raw" / "cpu_test" / "latest.txt").read_text().strip() == "r1"
     return [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
@@ -402,7 +405,8 @@ def test_stochastic_training_is_checked_with_eager_random_ops_and_shared_seeds(t
 def test_stop_after_leaves_the_rest_to_resume(tmp_path: Path) -> None:
     from grace.bench.runner import pending
 
-    settings = Settings(experiment="cpu_test", run_id="r2", repeat=2, warmup=1, chunk=2, timeout_s=240.0,
+    settings = Settings(experiment="cpu_test", run_id="r2", repeat=2, worker=WorkerOptions(warmup=1), chunk=2,
+                        timeout_s=240.0,
                         device="cpu", size="tiny", results_dir=tmp_path, stop_after_s=0.0)
     targets = [Target(get(n), 1) for n in ("micro-mlp2", "micro-mlp16")]
     modes = parse_modes("eager")
@@ -513,3 +517,18 @@ def test_dcgan_runs_in_float64_for_the_check() -> None:
     loss = w.loss(model(*_as_float64(w.inputs(model, 0, "cpu", 2, size="tiny"))))
     loss.backward()
     assert loss.dtype == torch.float64
+
+
+def test_worker_options_are_declared_once_for_both_command_lines() -> None:
+    import argparse
+
+    from grace.bench import options
+
+    parser = argparse.ArgumentParser()
+    options.add_arguments(parser)
+    chosen = options.WorkerOptions(warmup=3, coverage=2, inner=4, release_memory=True, gpu_time=False)
+    assert options.WorkerOptions.from_args(parser.parse_args(chosen.argv())) == chosen
+    assert options.WorkerOptions.from_args(parser.parse_args([])) == options.WorkerOptions()
+    assert set(options.FLAGS) == {f.name for f in __import__("dataclasses").fields(options.WorkerOptions)}
+    with pytest.raises(ValueError, match="--inner must be at least 1"):
+        options.WorkerOptions(inner=0)

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from grace.bench import results
+from grace.bench import options, results
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
 from grace.bench.runner import Settings, pending, run, shard
@@ -70,7 +70,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="config file, config name in configs/ (micro, smoke), or comma-separated names")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes")
     parser.add_argument("--repeat", type=int, default=100, help="timed iterations per mode")
-    parser.add_argument("--warmup", type=int, default=5, help="warm-up iterations (include compilation)")
     parser.add_argument("--chunk", type=int, default=5, help="iterations per mode per interleaved round")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per (workload, mode)")
     parser.add_argument("--shard", type=parse_shard, default=(1, 1), help="run shard i of n, e.g. 1/3")
@@ -92,22 +91,10 @@ def main(argv: list[str] | None = None) -> int:
                              "a mode has one of these comma-separated statuses: error, timeout, mismatch")
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="start no new workload after this many seconds (finish with --resume)")
-    parser.add_argument("--coverage", type=int, default=0, metavar="N",
-                        help="after timing, profile N iterations per mode: share of kernels in CUDA graphs (Table 2)")
     parser.add_argument("--compile-together", action="store_true",
                         help="start every mode's worker at once, so their compilations overlap "
                              "(for workloads whose compiles do not fit a shard one after another)")
-    parser.add_argument("--release-memory", action="store_true",
-                        help="workers return cached GPU memory between their timed chunks (for workloads "
-                             "whose modes do not fit on the GPU together)")
-    parser.add_argument("--inner", type=int, default=1, metavar="K",
-                        help="each timed sample is the mean of K iterations run back to back on K input "
-                             "samples, synchronised once; the last one's output is checked (for "
-                             "micro-workloads, where one iteration is mostly host jitter)")
-    parser.add_argument("--gpu-time", action="store_true",
-                        help="after each timed sample, time one more iteration's device work alone "
-                             "(the GPU held behind a sleeping kernel while the host queues it): "
-                             "the rows' gpu_us, which Figure 9 plots beside the per-iteration time")
+    options.add_arguments(parser)  # --warmup, --coverage, --inner, --release-memory, --gpu-time
     parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
                         help="another checkout of GraCE; mode MODE@NAME runs MODE with its code and patch "
                              "series (repeatable), for same-run comparisons of two versions")
@@ -115,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list registered workloads and exit")
     args = parser.parse_args(argv)
 
-    if args.inner < 1:
-        print(f"grace.bench: --inner must be at least 1, not {args.inner}", file=sys.stderr)
+    try:
+        worker_options = options.WorkerOptions.from_args(args)
+    except ValueError as e:
+        print(f"grace.bench: {e}", file=sys.stderr)
         return 2
     if args.list:
         for w in all_workloads():
@@ -153,13 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grace.bench: {e}", file=sys.stderr)
         return 2
     settings = Settings(experiment=args.experiment, pin_cpu=pin_cpu, run_id=args.run_id or results.new_run_id(),
-                        repeat=args.repeat, warmup=args.warmup, chunk=args.chunk,
+                        repeat=args.repeat, chunk=args.chunk, worker=worker_options,
                         timeout_s=args.timeout, device=args.device, size=args.size,
                         scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
                         timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
-                        stop_after_s=args.stop_after, coverage=args.coverage,
-                        compile_together=args.compile_together, release_memory=args.release_memory,
-                        inner=args.inner, gpu_time=args.gpu_time)
+                        stop_after_s=args.stop_after, compile_together=args.compile_together)
     out_dir = run(settings, targets, modes)
     import json
 

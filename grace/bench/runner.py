@@ -36,6 +36,7 @@ from typing import Any, Iterable, Iterator
 
 from grace.bench import results
 from grace.bench.modes import Mode
+from grace.bench.options import WorkerOptions
 from grace.bench.progress import Progress
 from grace.stats import summary
 from grace.bench.workloads import Workload
@@ -54,7 +55,6 @@ class Settings:
     experiment: str
     run_id: str
     repeat: int = 100
-    warmup: int = 5
     chunk: int = 5
     timeout_s: float = 300.0
     device: str = "cuda"
@@ -63,11 +63,8 @@ class Settings:
     scg_cache: Path | None = None  # SCG decision cache; None: a fresh one in the run directory
     timing_lock: Path | None = None  # a file runners sharing the GPU lock around timed rounds
     stop_after_s: float | None = None  # start no workload after this many seconds
-    coverage: int = 0  # iterations profiled per mode after timing for Table 2 (0: none)
     compile_together: bool = False  # start every mode's worker at once (compilations overlap)
-    release_memory: bool = False  # workers return cached GPU memory between their timed chunks
-    inner: int = 1  # iterations per timed sample, back to back (the sample is their mean)
-    gpu_time: bool = False  # each timed sample followed by one iteration's device time alone
+    worker: WorkerOptions = WorkerOptions()  # how each worker times (warm-up, inner, coverage, ...)
     results_dir: Path = results.RESULTS_DIR
 
 
@@ -171,9 +168,9 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "workload": wl.name, "model": wl.model, "suite": wl.suite, "kind": wl.kind,
         "batch_size": target.batch_size, "idiom": wl.idiom, "mode": mode.name,
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
-        "warmup": settings.warmup, "pinned_cpu": settings.pin_cpu,
-        "compiled_together": settings.compile_together, "release_memory": settings.release_memory,
-        "inner": settings.inner, "gpu_us": None, "gpu_samples_us": None,
+        "warmup": settings.worker.warmup, "pinned_cpu": settings.pin_cpu,
+        "compiled_together": settings.compile_together, "release_memory": settings.worker.release_memory,
+        "inner": settings.worker.inner, "gpu_us": None, "gpu_samples_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
@@ -187,11 +184,9 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
 def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, scratch: Path) -> Worker:
     log_path = out_dir / "logs" / f"{target.workload.name}.{mode.name}.log"
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
-           "--mode", mode.base or mode.name, "--batch-size", str(target.batch_size), "--warmup", str(settings.warmup),
+           "--mode", mode.base or mode.name, "--batch-size", str(target.batch_size),
            "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu),
-           "--coverage", str(settings.coverage), "--inner", str(settings.inner)] + (
-               ["--release-memory"] if settings.release_memory else []) + (
-               ["--gpu-time"] if settings.gpu_time else [])
+           *settings.worker.argv()]
     scg_cache = settings.scg_cache or out_dir / "scg-cache"
     scg_report = out_dir / "scg" / f"{target.workload.name}.{mode.name}.json"
     scg_report.parent.mkdir(exist_ok=True)

@@ -39,7 +39,7 @@ import time
 import traceback
 from typing import IO, Any, Callable
 
-from grace.bench import check
+from grace.bench import check, options
 from grace.bench.modes import MODES, Mode
 from grace.bench.workloads import Workload, get
 
@@ -390,18 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", required=True)
     parser.add_argument("--mode", required=True, choices=sorted(MODES))
     parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--size", default="full", choices=["full", "tiny"])
     parser.add_argument("--pin-cpu", type=int, default=-1, help="core for the timing thread; -1: none")
-    parser.add_argument("--release-memory", action="store_true",
-                        help="return cached GPU memory after each chunk; one untimed step before the next")
-    parser.add_argument("--inner", type=int, default=1,
-                        help="iterations per timed sample, back to back, synchronised once")
-    parser.add_argument("--coverage", type=int, default=0,
-                        help="after timing, profile this many iterations for the share of kernels in CUDA graphs")
-    parser.add_argument("--gpu-time", action="store_true",
-                        help="after each timed sample, the device time of one more iteration")
+    options.add_arguments(parser)  # --warmup, --coverage, --inner, --release-memory, --gpu-time
     args = parser.parse_args(argv)
     proto = _protocol_stream()
     try:

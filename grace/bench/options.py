@@ -1,0 +1,75 @@
+"""How each worker times its workload, declared once.
+
+The runner's command line (``python -m grace.bench``), its :class:`grace.bench.runner.Settings`,
+the command line it starts each worker with (``python -m grace.bench.worker``) and the rows it
+writes all take these options from :class:`WorkerOptions`: a new option is one field and one
+:data:`FLAGS` entry here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    warmup: int = 5  # warm-up iterations, compilation included
+    coverage: int = 0  # iterations profiled after timing for the share of kernels in CUDA graphs
+    inner: int = 1  # iterations per timed sample, run back to back and synchronised once
+    release_memory: bool = False  # return cached GPU memory between timed chunks
+    gpu_time: bool = False  # after each timed sample, one more iteration's device time alone
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0 or self.coverage < 0:
+            raise ValueError(f"warmup and coverage must be at least 0; got {self.warmup} and {self.coverage}")
+        if self.inner < 1:
+            raise ValueError(f"--inner must be at least 1, not {self.inner}")
+
+    def argv(self) -> list[str]:
+        """The worker's command-line flags for these options."""
+        out: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            flag = "--" + f.name.replace("_", "-")
+            if isinstance(value, bool):
+                out += [flag] if value else []
+            else:
+                out += [flag, str(value)]
+        return out
+
+    @staticmethod
+    def from_args(args: argparse.Namespace) -> WorkerOptions:
+        """The options parsed by a parser that :func:`add_arguments` set up."""
+        return WorkerOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(WorkerOptions)})
+
+
+# Each option's help: for the runner, where it is chosen, and for the worker, which obeys it.
+FLAGS: dict[str, str] = {
+    "warmup": "warm-up iterations (include compilation)",
+    "coverage": "after timing, profile N iterations per mode for the share of kernels launched by CUDA "
+                "graph replays (Table 2)",
+    "inner": "each timed sample is the mean of K iterations run back to back on K input samples, "
+             "synchronised once; the last one's output is checked (for micro-workloads, where one "
+             "iteration is mostly host jitter)",
+    "release_memory": "workers return cached GPU memory between their timed chunks (for workloads whose "
+                      "modes do not fit on the GPU together)",
+    "gpu_time": "after each timed sample, time one more iteration's device work alone (the GPU held behind "
+                "a sleeping kernel while the host queues it): the rows' gpu_us, which Figure 9 plots "
+                "beside the per-iteration time",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per :class:`WorkerOptions` field, with its default and help."""
+    defaults = WorkerOptions()
+    for f in dataclasses.fields(WorkerOptions):
+        flag = "--" + f.name.replace("_", "-")
+        default: Any = getattr(defaults, f.name)
+        if isinstance(default, bool):
+            parser.add_argument(flag, action="store_true", help=FLAGS[f.name])
+        else:
+            parser.add_argument(flag, type=type(default), default=default, metavar="N" if f.name != "inner" else "K",
+                                help=f"{FLAGS[f.name]} (default: {default})")
