@@ -73,9 +73,9 @@ def test_pointwise_inputs_are_indirected_and_every_replay_reads_its_own_inputs(p
 def test_a_graph_that_fails_its_check_is_recorded_again_stock_and_stays_right(pi, monkeypatch, caplog) -> None:
     import logging
 
-    from grace.pi import tree_hook
+    from grace.pi import check
 
-    monkeypatch.setattr(tree_hook, "_first_difference", lambda *a, **k: "forced by the test")
+    monkeypatch.setattr(check, "first_difference", lambda *a, **k: "forced by the test")
 
     def f(a: Any, b: Any) -> Any:
         return (a + b) * torch.sin(a)

@@ -36,6 +36,14 @@ def _generated_function() -> Any:
 GENERATED = _generated_function()
 
 
+def _finish(rec: Any, mutated_input_idxs: Any, node_name: str, node: Any = None, outputs: Any = (),
+            model: Any = None, inputs: Any = ()) -> Any:
+    """``Recording.finish`` on the record a capture would leave."""
+    from grace.pi.check import Captured
+
+    return rec.finish(Captured(node, node_name, rec.device, outputs, model, inputs, mutated_input_idxs))
+
+
 @dataclass
 class FakeVariant:
     calls: list[tuple] = field(default_factory=list)
@@ -157,7 +165,7 @@ def test_finish_indirects_read_only_inputs_and_the_replay_fills_pointers(recordi
     ptr0, ptr1 = x.data_ptr(), y.data_ptr()
     placeholders[:2] = [None, None]
     del x, y  # the capture freed the placeholders
-    replay = rec.finish(mutated_input_idxs=[], node_name="graph 0", node=node).replay
+    replay = _finish(rec, mutated_input_idxs=[], node_name="graph 0", node=node).replay
     assert isinstance(replay, PIReplay) and replay.plan.indirected == (0, 1)
     assert rec.table_storage[:2].tolist() == [ptr0, ptr1 + 64], "first replay reads the placeholders"
     a, b = torch.randn(64), torch.randn(16, 4)
@@ -176,7 +184,7 @@ def test_guard_failure_copies_that_replay_and_points_its_slot_at_the_placeholder
     ptr0 = x.data_ptr()
     placeholders[:2] = [None, None]
     del x, y
-    replay = rec.finish([], "graph 0", node).replay
+    replay = _finish(rec, [], "graph 0", node).replay
     node.reconstructed_inputs[0] = torch.empty(64)  # the copy target stands for the placeholder
     misaligned = torch.randn(65)[1:]  # 4 bytes past an aligned address
     b = torch.randn(16, 4)
@@ -193,7 +201,7 @@ def test_an_output_aliasing_a_placeholder_or_a_mutated_input_keeps_the_copy(reco
     node = _node(placeholders)
     placeholders[:2] = [None, None]
     del x, y
-    replay = rec.finish(mutated_input_idxs=[0], node_name="graph 0", node=node, outputs=[alias]).replay
+    replay = _finish(rec, mutated_input_idxs=[0], node_name="graph 0", node=node, outputs=[alias]).replay
     assert isinstance(replay, CopyingReplay), "it replays as stock, keeping the table its kernels read"
     decisions = {d.input_index: d for d in replay.plan.decisions}
     assert not decisions[0].indirect and "mutates" in decisions[0].reason
@@ -226,7 +234,7 @@ def test_each_finished_recording_is_reported_for_table_3(recording) -> None:
     node = _node(placeholders)
     placeholders[:2] = [None, None]
     del x, y
-    rec.finish([], "graph 3", node)
+    _finish(rec, [], "graph 3", node)
     (r,) = report.records()
     assert (r.name, r.indirected, r.pointers, r.strategy) == ("graph 3", [0], 2, "ptx")
     assert r.copy_bytes_before == 64 * 4 * 2 and r.copy_bytes_after == 64 * 4
@@ -302,7 +310,7 @@ def _recorded(built: Any, through_table: bool, factor: float = 2.0) -> tuple[Any
 def test_a_graph_that_agrees_with_stock_kernels_with_inputs_moved_keeps_its_plan(built) -> None:
     rec, node, placeholder = _recorded(built, through_table=True)
     before = placeholder.clone()
-    finished = rec.finish([], "graph 7", node, [node.out], stock_model, [placeholder])
+    finished = _finish(rec, [], "graph 7", node, [node.out], stock_model, [placeholder])
     assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     assert torch.equal(placeholder, before), "the placeholder has its bytes back for the tree's first replay"
     assert rec.table_storage[0].item() == placeholder.data_ptr(), "and the table its address"
@@ -319,7 +327,7 @@ def test_a_graph_that_differs_from_stock_kernels_is_recorded_again(built, throug
     report.reset()
     rec, node, placeholder = _recorded(built, through_table, factor)
     before = placeholder.clone()
-    finished = rec.finish([], "graph 7", node, [node.out], stock_model, [placeholder])
+    finished = _finish(rec, [], "graph 7", node, [node.out], stock_model, [placeholder])
     assert finished.replay is None and why in finished.rerecord
     assert torch.equal(placeholder, before), "the second capture reads the recording inputs"
     (r,) = report.records()
@@ -333,7 +341,7 @@ def test_a_check_that_cannot_run_means_recording_again(built) -> None:
     def failing(args: list[Any]) -> Any:
         raise RuntimeError("out of memory")
 
-    finished = rec.finish([], "graph 7", node, [node.out], failing, [placeholder])
+    finished = _finish(rec, [], "graph 7", node, [node.out], failing, [placeholder])
     assert finished.replay is None and "could not run" in finished.rerecord
 
 
@@ -353,7 +361,7 @@ def test_a_graph_that_mutates_a_buffer_is_checked_on_it_and_the_buffer_is_put_ba
         b.add_(1.0)  # stock: the running statistic moves by one
         return [x * 2]
 
-    finished = rec.finish([1], "graph 8", node, [node.out], model, [placeholder, buffer])
+    finished = _finish(rec, [1], "graph 8", node, [node.out], model, [placeholder, buffer])
     if why is None:
         assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     else:
@@ -366,7 +374,7 @@ def test_a_graph_that_draws_random_numbers_is_recorded_again(built) -> None:
     rec = start_recording("cpu", [placeholder, torch.Generator()], non_static_input_idx=[0], model=GENERATED)
     rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
     node = FakeNode(rec, placeholder, through_table=True)
-    finished = rec.finish([], "graph 9", node, [node.out], stock_model, [placeholder, torch.Generator()])
+    finished = _finish(rec, [], "graph 9", node, [node.out], stock_model, [placeholder, torch.Generator()])
     assert finished.replay is None and "random numbers" in finished.rerecord and not node.out.any()
 
 
@@ -387,7 +395,7 @@ def test_the_check_puts_back_copied_placeholders_whose_memory_the_graph_reused(b
         return [a * 2 + b.sum()]
 
     y_before = y.clone()
-    finished = rec.finish([], "graph 10", node, [node.out], model, [x, y])
+    finished = _finish(rec, [], "graph 10", node, [node.out], model, [x, y])
     assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     assert torch.equal(y, y_before), "the copied input's placeholder has its bytes back"
 
@@ -408,7 +416,7 @@ def test_a_function_that_writes_what_it_reads_leaves_the_placeholders_their_byte
         x.fill_(-1.0)  # the buffer reused once read
         return [out]
 
-    finished = rec.finish([], "graph 12", node, [node.out], donating, [placeholder])
+    finished = _finish(rec, [], "graph 12", node, [node.out], donating, [placeholder])
     assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     assert torch.equal(placeholder, before), "the tree's first replay reads the recording input"
 
@@ -458,7 +466,7 @@ def _exec_recording(monkeypatch: pytest.MonkeyPatch, node_kinds: str = "kernel")
 
 def test_exec_update_patches_the_kernel_argument_and_passes_its_check(monkeypatch) -> None:
     rec, node, x = _exec_recording(monkeypatch)
-    finished = rec.finish([], "graph 11", node, [node.out], stock_model, [x])
+    finished = _finish(rec, [], "graph 11", node, [node.out], stock_model, [x])
     assert finished.rerecord is None and node.instantiated
     replay = finished.replay
     assert replay.plan.indirected == (0,) and replay.plan.copy_bytes_after == 0
@@ -471,7 +479,7 @@ def test_exec_update_patches_the_kernel_argument_and_passes_its_check(monkeypatc
 
 def test_exec_update_keeps_the_copy_of_an_input_a_memcpy_node_reads(monkeypatch) -> None:
     rec, node, x = _exec_recording(monkeypatch, node_kinds="memcpy")
-    finished = rec.finish([], "graph 12", node, [node.out], stock_model, [x])
+    finished = _finish(rec, [], "graph 12", node, [node.out], stock_model, [x])
     assert finished.replay is None and finished.rerecord is None and node.instantiated
     assert node.pointer() == x.data_ptr()
 
@@ -484,7 +492,7 @@ def test_exec_update_that_fails_its_check_copies_every_input_without_recording_a
         args.clear()
         return [a * 3]  # not what the graph computes
 
-    finished = rec.finish([], "graph 13", node, [node.out], model, [x])
+    finished = _finish(rec, [], "graph 13", node, [node.out], model, [x])
     assert finished.replay is None and finished.rerecord is None, "its kernels are stock: no second capture"
     assert node.pointer() == x.data_ptr(), "the argument is put back"
 
@@ -525,7 +533,7 @@ def _prelude_recording(monkeypatch: pytest.MonkeyPatch, load_error: str = "",
 
 def test_prelude_is_installed_before_instantiation_and_replays_read_the_table(monkeypatch) -> None:
     rec, node, x, events = _prelude_recording(monkeypatch)
-    finished = rec.finish([], "graph 21", node, [node.out], stock_model, [x])
+    finished = _finish(rec, [], "graph 21", node, [node.out], stock_model, [x])
     assert finished.rerecord is None and events == ["install [(0, 0, 0)]", "instantiate"]
     replay = finished.replay
     assert replay.plan.indirected == (0,) and replay.plan.copy_bytes_after == 0
@@ -538,7 +546,7 @@ def test_prelude_is_installed_before_instantiation_and_replays_read_the_table(mo
 
 def test_a_prelude_that_cannot_be_built_leaves_the_graph_as_captured(monkeypatch) -> None:
     rec, node, x, events = _prelude_recording(monkeypatch, load_error="libcudadevrt.a not found")
-    finished = rec.finish([], "graph 22", node, [node.out], stock_model, [x])
+    finished = _finish(rec, [], "graph 22", node, [node.out], stock_model, [x])
     assert finished.replay is None and finished.rerecord is None and events == ["instantiate"]
     assert node.pointer() == x.data_ptr()
 
@@ -552,7 +560,7 @@ def test_a_prelude_that_fails_to_install_or_its_check_records_the_graph_again(mo
         args.clear()
         return [a * 3]  # not what the graph computes
 
-    finished = rec.finish([], "graph 23", node, [node.out], wrong if failure == "check" else stock_model, [x])
+    finished = _finish(rec, [], "graph 23", node, [node.out], wrong if failure == "check" else stock_model, [x])
     assert finished.replay is None and finished.rerecord, "the graph was changed: it is not trusted"
 
 
@@ -588,7 +596,7 @@ def test_a_static_input_the_code_reuses_in_place_is_put_back_after_each_run(buil
         return [out]
 
     act_before = act.clone()
-    finished = rec.finish([], "graph 14", node, [node.out], model, [x, act])
+    finished = _finish(rec, [], "graph 14", node, [node.out], model, [x, act])
     assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     assert torch.equal(act, act_before), "the tree's first replay reads the real activation"
 
@@ -613,32 +621,32 @@ def test_an_input_whose_elements_share_memory_is_checked_and_put_back(built) -> 
         return [out]
 
     row_before = row.clone()
-    finished = rec.finish([], "graph 15", node, [node.out], model, [x, mask])
+    finished = _finish(rec, [], "graph 15", node, [node.out], model, [x, mask])
     assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     assert torch.equal(row, row_before), "the tree's first replay reads the real mask"
 
 
 def test_an_expanded_placeholder_is_overwritten_and_put_back_whole() -> None:
-    from grace.pi.tree_hook import _overwrite, _StorageSnapshot
+    from grace.pi.check import StorageSnapshot, overwrite
 
     row = torch.arange(4.0)
     placeholder = row.expand(3, 4)
-    saved = _StorageSnapshot({0: placeholder})
+    saved = StorageSnapshot({0: placeholder})
     moved = saved.fresh_views([0])[0]
     assert moved.stride() == placeholder.stride() and moved.data_ptr() != placeholder.data_ptr()
     assert torch.equal(moved, placeholder)
-    _overwrite(placeholder)
+    overwrite(placeholder)
     assert row.isnan().all()
     saved.put_back()
     assert torch.equal(row, torch.arange(4.0))
 
 
 def test_inputs_sharing_a_storage_share_one_copy_of_it() -> None:
-    from grace.pi.tree_hook import _StorageSnapshot
+    from grace.pi.check import StorageSnapshot
 
     flat = torch.arange(10.0)
     a, b = flat[:4], flat[4:].view(2, 3)
-    snap = _StorageSnapshot({0: a, 1: b})
+    snap = StorageSnapshot({0: a, 1: b})
     fresh = snap.fresh_views([0, 1])
     assert fresh[0].untyped_storage()._cdata == fresh[1].untyped_storage()._cdata
     assert torch.equal(fresh[1], b) and fresh[1].storage_offset() == 4
@@ -665,18 +673,20 @@ def test_records_of_graphs_that_are_not_the_programs_are_discarded() -> None:
 
 @pytest.mark.parametrize("chunk", [1 << 26, 7, 1])
 def test_outputs_are_compared_in_row_chunks_and_a_late_difference_is_found(chunk: int) -> None:
+    from grace.pi import check
+
     a = torch.arange(60, dtype=torch.float32).reshape(20, 3)
-    assert tree_hook._first_difference([a, 2], [a.clone(), 2], chunk=chunk) is None
+    assert check.first_difference([a, 2], [a.clone(), 2], chunk=chunk) is None
     b = a.clone()
     b[17, 2] += 1.0
-    why = tree_hook._first_difference([a], [b], chunk=chunk)
+    why = check.first_difference([a], [b], chunk=chunk)
     assert why is not None and "max |difference| 1" in why
     ints, other = torch.arange(10), torch.arange(10)
     other[9] = -1
-    assert "1 elements differ" in tree_hook._first_difference([ints], [other], chunk=chunk)
-    assert tree_hook._first_difference([torch.tensor(1.0)], [torch.tensor(1.0)], chunk=chunk) is None
+    assert "1 elements differ" in check.first_difference([ints], [other], chunk=chunk)
+    assert check.first_difference([torch.tensor(1.0)], [torch.tensor(1.0)], chunk=chunk) is None
     t = a.t()  # non-contiguous rows compare as views too
-    assert tree_hook._first_difference([t], [b.t()], chunk=chunk) is not None
+    assert check.first_difference([t], [b.t()], chunk=chunk) is not None
 
 
 def test_a_wrong_table_write_is_refused_before_the_capture() -> None:
@@ -721,8 +731,11 @@ def test_a_graph_seen_drawing_random_numbers_is_not_run_outside_its_capture(buil
         torch.ops.aten.native_dropout.default(torch.ones(8), 0.5, True)
         torch.ops.aten.bernoulli_.float(torch.ones(8), 0.5)
     assert rec.unverifiable is not None and "native_dropout" in rec.unverifiable  # the first one seen
+    from grace.pi.check import Captured
+
     ran = []
-    why = rec._compare(None, [], None, None, [], [], lambda args: ran.append(args), [placeholder])
+    captured = Captured(None, "graph 1", rec.device, [], lambda args: ran.append(args), [placeholder], [])
+    why = rec._validate(captured, None, None, [])
     assert why is not None and "outside its capture" in why and not ran
 
 
@@ -740,7 +753,9 @@ def test_a_higher_order_operator_makes_the_graph_unverifiable_without_raising(bu
         out = run_with_rng_state(state, torch.ops.aten.rand.default, [4], device=torch.device("cpu"))
     torch.testing.assert_close(out, expected)
     assert rec.unverifiable is not None and "higher-order operator run_with_rng_state" in rec.unverifiable
-    why = rec._compare(None, [], None, None, [], [], lambda args: None, [placeholder])
+    from grace.pi.check import Captured
+
+    why = rec._validate(Captured(None, "graph 1", rec.device, [], lambda args: None, [placeholder], []), None, None, [])
     assert why is not None and "outside its capture" in why
 
 

@@ -28,7 +28,10 @@ read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
 :mod:`~grace.pi.guard` (which must be copied on a given replay), :mod:`~grace.pi.table` (the
 pointer table, rewritten on the replay's stream), :mod:`~grace.pi.variant` (a kernel's
 indirected variant, built through Inductor's code cache for the config it settled on),
-:mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when),
+:mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when: the capture
+observed and planned), :mod:`~grace.pi.check` (a captured graph against the recorded function
+run with stock kernels), :mod:`~grace.pi.replay` (a node's replay: guard, copies, pointers,
+launch),
 :mod:`~grace.pi.prelude` (strategy (2): a prelude kernel rewrites the graph's kernel arguments
 on the device), :mod:`~grace.pi.exec_update` (strategy (3): the instantiated graph's kernel
 arguments rewritten, vendor kernels included) and :mod:`~grace.pi.report` (per-graph records

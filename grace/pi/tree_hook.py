@@ -72,13 +72,13 @@ Everything here is capture-time work; the replay is :mod:`grace.pi.replay`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from grace import trees
 from grace.log import get_logger
-from grace.pi import report
+from grace.pi import check, report
+from grace.pi.check import Captured
 from grace.pi.guard import InputLayout, ReplayGuard
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
 from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, GraphPlan, Placeholder, Reference, Slot, plan_graph
@@ -180,44 +180,39 @@ class Recording:
 
     # -- after the capture ----------------------------------------------------------------
 
-    def finish(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any = None,
-               outputs: Sequence[Any] = (), model: Any = None, inputs: Sequence[Any] = ()) -> Finished:
+    def finish(self, captured: Captured) -> Finished:
         """The plan for this graph: its replay state, or a reason to record it again as stock.
 
-        ``inputs`` are the recording inputs, which :func:`record` keeps alive through this capture so
-        that a second, stock capture can read the same placeholders. ``model`` is the function
-        the graph recorded. A graph that launches indirected kernels is checked against it
-        (:meth:`_validate`); if the check fails or cannot run, the graph is not trusted and the
-        caller records it again with every launch stock.
+        A graph that launches indirected kernels is checked against ``captured.model``
+        (:func:`grace.pi.check.validate`); if the check fails or cannot run, the graph is not
+        trusted and :func:`record` captures it again with every launch stock.
         """
-        out_storages = {o.untyped_storage()._cdata for o in outputs if hasattr(o, "untyped_storage")}
+        out_storages = {o.untyped_storage()._cdata for o in captured.outputs if hasattr(o, "untyped_storage")}
         for cdata, t in self.tracked.items():
             if cdata in out_storages:  # the output would come back with the placeholder's bytes
                 self.block(t.input_index, "an output aliases it")
-            if t.input_index in mutated_input_idxs:
+            if t.input_index in captured.mutated_input_idxs:
                 self.block(t.input_index, "the graph mutates it")
         if self.strategy == EXEC_UPDATE:
-            return self._finish_exec_update(mutated_input_idxs, node_name, node, outputs, model, inputs)
+            return self._finish_exec_update(captured)
         if self.strategy == PRELUDE:
-            return self._finish_prelude(mutated_input_idxs, node_name, node, outputs, model, inputs)
+            return self._finish_prelude(captured)
         plan = self._plan()
         if not self.slots:
-            _log_plan(node_name, plan)
-            report.add(report.GraphRecord.of(node_name, plan))
+            _log_plan(captured.name, plan)
+            report.add(report.GraphRecord.of(captured.name, plan))
             return Finished(None)
         table = PointerTable(self.slots, self.device, storage=self.table_storage)
         placeholder_ptrs = self._pointers()
-        if node is not None and model is not None:
-            why = self._validate(node, outputs, plan, table, placeholder_ptrs, mutated_input_idxs, model, inputs)
+        if captured.model is not None:
+            why = self._validate(captured, plan, table, placeholder_ptrs)
             if why is not None:
                 kernels = ", ".join(sorted({slot.kernel for slot in self.slots}))
-                return self._rerecord(node_name, plan, why, f"indirected kernels: {kernels}")
+                return self._rerecord(captured.name, plan, why, f"indirected kernels: {kernels}")
         table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
-        written = _written_ranges(self.device, node, inputs, mutated_input_idxs)
-        return self._deploy(node, node_name, plan, table, placeholder_ptrs, written)
+        return self._deploy(captured, plan, table, placeholder_ptrs)
 
-    def _finish_exec_update(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any,
-                            outputs: Sequence[Any], model: Any, inputs: Sequence[Any]) -> Finished:
+    def _finish_exec_update(self, captured: Captured) -> Finished:
         """Strategy (3): read the kept graph, plan, instantiate, bind the patch, check.
 
         The graph's kernels are the stock ones, so a plan that fails its check only loses its
@@ -226,28 +221,28 @@ class Recording:
         """
         from grace.pi import exec_update
 
+        node, name = captured.node, captured.name
         graph, plan, sites = self._scan_kept_graph(node)
         node.graph.instantiate()
         if not sites:
-            _log_plan(node_name, plan)
-            report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
+            _log_plan(name, plan)
+            report.add(report.GraphRecord.of(name, plan, strategy=self.strategy))
             return Finished(None)
         placeholder_ptrs = self._pointers()
         try:
             patch = exec_update.bind(graph, node.graph.raw_cuda_graph_exec(), sites)
         except Exception as e:  # noqa: BLE001 - nothing was patched yet
-            log.info("PI %s: exec-update not bound (%s); every input copied", node_name, e)
+            log.info("PI %s: exec-update not bound (%s); every input copied", name, e)
             return Finished(None)
-        why = self._validate(node, outputs, plan, patch, placeholder_ptrs, mutated_input_idxs, model, inputs)
+        why = self._validate(captured, plan, patch, placeholder_ptrs)
         if why is not None:
-            log.warning("PI %s: exec-update dropped: %s", node_name, why)
-            if why.startswith(_UNDO_FAILED):
-                return self._rerecord(node_name, plan, why, "exec-update")
+            log.warning("PI %s: exec-update dropped: %s", name, why)
+            if why.startswith(check.UNDO_FAILED):
+                return self._rerecord(name, plan, why, "exec-update")
             plan = self._every_input_copied(why)
-            report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
+            report.add(report.GraphRecord.of(name, plan, strategy=self.strategy))
             return Finished(None)
-        written = _written_ranges(self.device, node, inputs, mutated_input_idxs)
-        return self._deploy(node, node_name, plan, patch, placeholder_ptrs, written)
+        return self._deploy(captured, plan, patch, placeholder_ptrs)
 
     def _scan_kept_graph(self, node: Any) -> tuple[Any, GraphPlan, list[Any]]:
         """The kept graph's nodes, the plan, and the argument sites of the indirected inputs.
@@ -275,8 +270,7 @@ class Recording:
         plan = self._plan()  # the same decisions, with only the pointers it rewrites
         return graph, plan, [s for s in found.sites if s.input_index in plan.indirected]
 
-    def _finish_prelude(self, mutated_input_idxs: Sequence[int], node_name: str, node: Any,
-                        outputs: Sequence[Any], model: Any, inputs: Sequence[Any]) -> Finished:
+    def _finish_prelude(self, captured: Captured) -> Finished:
         """Strategy (2): read the kept graph, plan, add the prelude, instantiate, check.
 
         The prelude changes the graph before it is instantiated, so unlike (3) a failed check, or
@@ -284,6 +278,7 @@ class Recording:
         """
         from grace.pi import exec_update, prelude
 
+        node, name = captured.node, captured.name
         graph, plan, sites = self._scan_kept_graph(node)
         try:
             if not sites:
@@ -294,36 +289,47 @@ class Recording:
         except Exception as e:  # noqa: BLE001 - the graph is as captured: every input copied
             node.graph.instantiate()
             if sites:
-                log.info("PI %s: no prelude (%s); every input copied", node_name, e)
+                log.info("PI %s: no prelude (%s); every input copied", name, e)
                 plan = self._every_input_copied(str(e))
-            _log_plan(node_name, plan)
-            report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
+            _log_plan(name, plan)
+            report.add(report.GraphRecord.of(name, plan, strategy=self.strategy))
             return Finished(None)
         table = PointerTable(slots, self.device)
         try:
             installed = prelude.install(graph, node.graph.raw_cuda_graph(), entries, table, self.device)
             node.graph.instantiate()
         except Exception as e:  # noqa: BLE001 - the graph may be half changed: not trusted
-            return self._rerecord(node_name, plan, f"the prelude could not be installed ({type(e).__name__}: {e})",
+            return self._rerecord(name, plan, f"the prelude could not be installed ({type(e).__name__}: {e})",
                                   "prelude")
         placeholder_ptrs = self._pointers()
         pointers = prelude.PreludePointers(table, installed)
-        why = self._validate(node, outputs, plan, pointers, placeholder_ptrs, mutated_input_idxs, model, inputs)
+        why = self._validate(captured, plan, pointers, placeholder_ptrs)
         if why is not None:
-            return self._rerecord(node_name, plan, why, f"prelude rewriting {installed.nodes} node(s)")
-        return self._deploy(node, node_name, plan, pointers, placeholder_ptrs,
-                            _written_ranges(self.device, node, inputs, mutated_input_idxs))
+            return self._rerecord(name, plan, why, f"prelude rewriting {installed.nodes} node(s)")
+        return self._deploy(captured, plan, pointers, placeholder_ptrs)
 
-    def _deploy(self, node: Any, node_name: str, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
-                written: Sequence[tuple[int, int]]) -> Finished:
-        """Log and report a checked plan, and give the node its replay state; ``written``: the
-        device ranges a replay may write, which an input read by pointer must not touch."""
-        _log_plan(node_name, plan)
-        report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
+    def _validate(self, captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int]) -> str | None:
+        """The check of :mod:`grace.pi.check`, told why this graph cannot be run outside its
+        capture, if it cannot."""
+        if self.has_rng:
+            unverifiable = "the graph draws random numbers, so it cannot be run twice to be checked"
+        elif self.unverifiable is not None:  # run outside the capture it could differ, or crash
+            unverifiable = f"the graph cannot be run outside its capture to be checked: {self.unverifiable}"
+        else:
+            unverifiable = None
+        return check.validate(captured, plan, pointers, placeholder_ptrs,
+                              [t.input_index for t in self.tracked.values()], unverifiable)
+
+    def _deploy(self, captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int]) -> Finished:
+        """Log and report a checked plan, and give the node its replay state. Its guard keeps an
+        input read by pointer out of the device ranges a replay may write."""
+        _log_plan(captured.name, plan)
+        report.add(report.GraphRecord.of(captured.name, plan, strategy=self.strategy))
         if not plan.indirected:
             return Finished(CopyingReplay(plan, pointers))
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
-        return Finished(PIReplay(node, plan, pointers, ReplayGuard(layouts, written), placeholder_ptrs))
+        written = _written_ranges(captured)
+        return Finished(PIReplay(captured.node, plan, pointers, ReplayGuard(layouts, written), placeholder_ptrs))
 
     def _rerecord(self, node_name: str, plan: GraphPlan, why: str, what: str) -> Finished:
         """Log and report that the graph is not trusted; :func:`record` captures it again stock."""
@@ -348,98 +354,6 @@ class Recording:
                       for t in self.tracked.values() if t.input_index in self.blocked]
         return plan_graph(placeholders, self.slots, references)
 
-    def _validate(self, node: Any, outputs: Sequence[Any], plan: GraphPlan, pointers: Any,
-                  placeholder_ptrs: list[int], mutated_input_idxs: Sequence[int], model: Any,
-                  inputs: Sequence[Any]) -> str | None:
-        """:meth:`_compare`, then the check's memory given back to the device.
-
-        The check holds a snapshot and a moved copy of every indirected input, and the stock
-        run's outputs: for DR-I, three times its 6.5 GB input. Left cached by the allocator,
-        that would stay reserved for the life of the process, beside the graph's own pool.
-        """
-        why = self._compare(node, outputs, plan, pointers, placeholder_ptrs, mutated_input_idxs, model, inputs)
-        if self.device.type == "cuda":
-            log.debug("PI: the check's copies released %.1f MB", trees.release_cached_memory(self.device) / 1e6)
-        return why
-
-    def _compare(self, node: Any, outputs: Sequence[Any], plan: GraphPlan, pointers: Any,
-                 placeholder_ptrs: list[int], mutated_input_idxs: Sequence[int], model: Any,
-                 inputs: Sequence[Any]) -> str | None:
-        """Check the recorded graph against ``model`` run with stock kernels; None if they agree.
-
-        The reference is ``model`` (outside any capture, so every launch is stock) on the
-        recording inputs, as stock runs it. The graph is then replayed once with its indirected
-        inputs moved to new addresses (fresh copies) and their placeholders overwritten (NaN in
-        every float lane): a kernel that still reads a placeholder reads the overwritten bytes,
-        and an indirected kernel that computes anything else than the stock one differs too.
-        Outputs are compared, and so are the inputs the graph mutates (a static buffer such as
-        BatchNorm's running statistics). Every tensor input's storage is put back after each
-        run, from snapshots taken before the first and never handed to a run, so that the
-        tree's first replay reads and updates them as stock would; the placeholders get their
-        bytes back and the pointers their placeholders' addresses before that replay. A graph
-        that draws random numbers, or reads random-number state (:func:`random_use`), is not
-        run outside its capture: it is not checked, which counts as failing.
-        """
-        import torch
-
-        if self.has_rng:
-            return "the graph draws random numbers, so it cannot be run twice to be checked"
-        if self.unverifiable is not None:  # run outside the capture it could differ, or crash
-            return f"the graph cannot be run outside its capture to be checked: {self.unverifiable}"
-        placeholders = {t.input_index: inputs[t.input_index] for t in self.tracked.values()}
-        mutated = [i for i in mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]
-        saved = before = _StorageSnapshot({})
-        try:
-            saved = _StorageSnapshot(placeholders)
-            # Every other tensor input the compiled code may write: the ones it mutates, and in a
-            # backward graph the saved activations it reuses in place (AOTAutograd's donated
-            # buffers, which no index list marks). Stock runs the code once; the check runs it
-            # twice more, so each run starts from, and the tree's first replay gets, these bytes.
-            before = _StorageSnapshot({i: x for i, x in enumerate(inputs)
-                                       if isinstance(x, torch.Tensor) and i not in placeholders})
-            # The function runs on the recording inputs themselves, as stock runs it. It may
-            # write any input it reads (a backward graph reuses a donated activation as scratch,
-            # a placeholder when the activation came from outside the graphs), so every input is
-            # put back from the snapshots before the replay; the snapshots are never handed to
-            # a run, which keeps their bytes the originals.
-            reference_args = list(inputs)
-            written = {i: reference_args[i] for i in mutated}
-            # An output that aliases an input may change when inputs are put back below, so it is
-            # cloned; a fresh one is not (DR-I's is 6.5 GB, and the check runs at capture time,
-            # beside the recorded graph's own copy of it).
-            arg_storages = {a.untyped_storage()._cdata for a in reference_args if isinstance(a, torch.Tensor)}
-            expected = [e.clone() if isinstance(e, torch.Tensor) and e.untyped_storage()._cdata in arg_storages
-                        else e for e in model(reference_args)]
-            reference_mutated = {i: t.clone() for i, t in written.items()}
-            del reference_args, written
-            saved.put_back()
-            before.put_back()
-            moved = saved.fresh_views(plan.indirected)  # new addresses, and the replay's to write
-            for i in plan.indirected:
-                _overwrite(placeholders[i])
-            ptrs = list(placeholder_ptrs)
-            for i, t in moved.items():
-                ptrs[i] = t.data_ptr()
-            pointers.fill(ptrs)
-            node.graph.replay()
-            why = _first_difference(outputs, expected) or _first_difference(
-                [inputs[i] for i in mutated], [reference_mutated[i] for i in mutated], what="mutated input")
-        except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
-            return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
-        finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
-            saved.put_back()  # copied ones too: a graph that reused their memory overwrote them
-            before.put_back()
-            try:
-                pointers.fill(placeholder_ptrs)
-            except Exception as e:  # noqa: BLE001 - the graph may still point at the moved copies
-                return f"{_UNDO_FAILED} ({type(e).__name__}: {e})"
-            if self.device.type == "cuda":
-                torch.cuda.synchronize()
-        return None if why is None else f"differs from the stock kernels with inputs moved: {why}"
-
-
-_UNDO_FAILED = "the graph's pointers could not be put back"
-
 
 @dataclass
 class Finished:
@@ -448,97 +362,6 @@ class Finished:
     replay: PIReplay | CopyingReplay | None
     rerecord: str | None = None
 
-
-class _StorageSnapshot:
-    """Copies of the storages behind some tensors (keyed), each storage once.
-
-    The check works on whole storages, not on the tensors' views: an input may be a view whose
-    elements share memory (an expanded tensor, stride 0), which no elementwise copy or fill may
-    write, and a storage-level copy puts back every byte the graph could have reached. Inputs
-    that share a storage share its copy, so the snapshot costs each storage's size once. The
-    copies are only ever read: a run that needs the inputs elsewhere gets :meth:`fresh_views`.
-    """
-
-    def __init__(self, tensors: dict[int, Any]) -> None:
-        self._storages: dict[int, tuple[Any, Any]] = {}  # cdata -> (storage, its copy)
-        self._layouts: dict[int, Any] = {}  # key -> the tensor, for its layout on its storage
-        for i, t in tensors.items():
-            storage = t.untyped_storage()
-            self._storages.setdefault(storage._cdata, (storage, storage.clone()))
-            self._layouts[i] = t
-
-    def fresh_views(self, keys: Iterable[int]) -> dict[int, Any]:
-        """The tensors of ``keys``, laid out as they are, over new copies of their storages
-        (each storage once)."""
-        import torch
-
-        copies: dict[int, Any] = {}
-        out = {}
-        for i in keys:
-            like = self._layouts[i]
-            cdata = like.untyped_storage()._cdata
-            if cdata not in copies:
-                copies[cdata] = self._storages[cdata][1].clone()
-            out[i] = torch.empty(0, dtype=like.dtype, device=like.device).set_(
-                copies[cdata], like.storage_offset(), like.size(), like.stride())
-        return out
-
-    def put_back(self) -> None:
-        """Every byte of every storage from its copy."""
-        for original, copy in self._storages.values():
-            original.copy_(copy)
-
-
-def _overwrite(t: Any) -> None:
-    """Every byte of ``t``'s storage 0xFF: NaN in every float lane, -1 in every integer one."""
-    import torch
-
-    torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).fill_(0xFF)
-
-
-def _first_difference(outputs: Sequence[Any], expected: Sequence[Any], what: str = "output",
-                      chunk: int = 1 << 26) -> str | None:
-    """None if every tensor matches the stock run's, else the first difference, described.
-
-    Tensors are compared ``chunk`` elements (or the rows that hold them) at a time: ``allclose``
-    makes several temporaries of its operands' size, which for DR-I's 6.5 GB output would not fit
-    beside what the check already holds.
-    """
-    import torch
-
-    expected = list(expected)
-    if len(expected) != len(outputs):
-        return f"{len(outputs)} {what}s against {len(expected)}"
-    for k, (o, e) in enumerate(zip(outputs, expected)):
-        if not isinstance(o, torch.Tensor):
-            continue
-        if o.shape != e.shape or o.dtype != e.dtype:
-            return f"{what} {k}: {tuple(o.shape)} {o.dtype} against {tuple(e.shape)} {e.dtype}"
-        for start, (a, b) in _row_chunks(o, e, chunk):
-            if a.is_floating_point() or a.is_complex():
-                if torch.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
-                    continue
-                nans = int(a.isnan().sum() - b.isnan().sum())
-                diff = (a - b).abs().nan_to_num(float("inf")).max().item()
-                return f"{what} {k} (from row {start}): max |difference| {diff:.3g}, {nans} more NaN than stock"
-            if not torch.equal(a, b):
-                return f"{what} {k} (from row {start}): {int((a != b).sum())} elements differ"
-    return None
-
-
-def _row_chunks(a: Any, b: Any, chunk: int) -> Iterator[tuple[int, tuple[Any, Any]]]:
-    """``(first row, (a's rows, b's rows))`` over dimension 0, about ``chunk`` elements each."""
-    if a.dim() == 0 or a.numel() <= chunk:
-        yield 0, (a, b)
-        return
-    rows = max(1, chunk // max(1, a.numel() // a.shape[0]))
-    for n, pair in enumerate(zip(a.split(rows), b.split(rows))):
-        yield n * rows, pair
-
-
-# The graph and the stock run launch the same kernels with the same configs; what may differ
-# is the order of atomic additions (split reductions) and a vendor library's algorithm choice.
-RTOL, ATOL = 1e-4, 1e-5
 
 
 # Indirected variants by (kernel module file, kernel, indirected positions, config), for the
@@ -656,8 +479,8 @@ def record(node: Any, model: Any, inputs: list[Any],
         node.graph = new_graph(node.device, inputs, keep_graph=True)
     outputs = capture(inputs, recording.active())
     try:
-        finished = recording.finish(node.wrapped_function.mutated_input_idxs, f"graph {node.id}", node,
-                                    outputs, model, held)
+        finished = recording.finish(Captured(node, f"graph {node.id}", recording.device, outputs, model, held,
+                                             node.wrapped_function.mutated_input_idxs))
     except Exception as e:  # noqa: BLE001 - capture time: what cannot be planned is recorded as stock
         log.warning("PI graph %s: recorded again without indirection: planning it raised %s: %s",
                     node.id, type(e).__name__, e)
@@ -727,21 +550,22 @@ def strategy() -> str:
     return chosen
 
 
-def _written_ranges(device: Any, node: Any, inputs: Sequence[Any],
-                    mutated_input_idxs: Sequence[int]) -> list[tuple[int, int]]:
-    """``(address, bytes)`` that a replay of ``node``'s graph may write: the segments of the
+def _written_ranges(captured: Captured) -> list[tuple[int, int]]:
+    """``(address, bytes)`` that a replay of the captured graph may write: the segments of the
     tree's memory pool as they are after this capture (the graph's outputs and intermediates
     are in them; segments added later hold later graphs' buffers, which this graph never
-    writes) and the storages of the inputs it mutates (static ones, at fixed addresses)."""
+    writes) and the storages of the inputs it mutates (static ones, at fixed addresses). None
+    off the GPU, where there is no pool."""
     import torch
 
-    if node is None or torch.device(device).type != "cuda":  # a unit test's recording, without a tree
+    if torch.device(captured.device).type != "cuda":
         return []
     from torch._inductor.cudagraph_trees import get_cudagraph_segments
 
-    ranges = [(int(s["address"]), int(s["total_size"])) for s in get_cudagraph_segments(node.cuda_graphs_pool)]
-    for i in mutated_input_idxs:
-        t = inputs[i] if i < len(inputs) else None
+    ranges = [(int(s["address"]), int(s["total_size"]))
+              for s in get_cudagraph_segments(captured.node.cuda_graphs_pool)]
+    for i in captured.mutated_input_idxs:
+        t = captured.inputs[i] if i < len(captured.inputs) else None
         if isinstance(t, torch.Tensor) and t.is_cuda:
             storage = t.untyped_storage()
             ranges.append((storage.data_ptr(), storage.nbytes()))

@@ -30,12 +30,14 @@ def main() -> int:
         elif diag == "no-recording":
             tree_hook.start_recording = lambda *a, **k: None
         elif diag == "no-putback":
-            tree_hook._StorageSnapshot.put_back = lambda self: None
+            from grace.pi import check
+
+            check.StorageSnapshot.put_back = lambda self: None
         elif diag.startswith("validate-only-"):  # validate-only-3: only graph 3 is checked
             checked, validate = int(diag.rsplit("-", 1)[1]), tree_hook.Recording._validate
 
-            def only(self, node, *a, **k):
-                return validate(self, node, *a, **k) if node.id.id == checked else None
+            def only(self, captured, *a, **k):
+                return validate(self, captured, *a, **k) if captured.node.id.id == checked else None
 
             tree_hook.Recording._validate = only
         elif diag.startswith("trace-"):  # trace-4: what graph 4's check changes, and its first outputs
@@ -79,14 +81,15 @@ def _trace(graph: int) -> None:
 
     validate, reference = tree_hook.Recording._validate, {}
 
-    def traced(self, node, outputs, plan, pointers, placeholder_ptrs, mutated, model, inputs):
+    def traced(self, captured, plan, pointers, placeholder_ptrs):
+        node, outputs, model, inputs = captured.node, captured.outputs, captured.model, captured.inputs
         if node.id.id != graph:
-            return validate(self, node, outputs, plan, pointers, placeholder_ptrs, mutated, model, inputs)
+            return validate(self, captured, plan, pointers, placeholder_ptrs)
         torch.cuda.synchronize()
         args = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         reference["out"] = [o.clone() if isinstance(o, torch.Tensor) else o for o in model(args)]
         ins, outs = [digest(x) for x in inputs], [digest(o) for o in outputs]
-        why = validate(self, node, outputs, plan, pointers, placeholder_ptrs, mutated, model, inputs)
+        why = validate(self, captured, plan, pointers, placeholder_ptrs)
         torch.cuda.synchronize()
         ins2, outs2 = [digest(x) for x in inputs], [digest(o) for o in outputs]
         print(f"graph {graph}: check says {why!r}; plan indirects {plan.indirected}; "

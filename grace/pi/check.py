@@ -1,0 +1,220 @@
+"""PI's check of a captured graph against the function it recorded, run with stock kernels.
+
+A graph whose kernels PI changed (indirected variants, or arguments to be rewritten) is trusted
+only if, replayed with its indirected inputs moved to new addresses and their placeholders
+overwritten, it computes what the recorded function computes with stock kernels on the same
+inputs. The check runs once per graph, at capture time, and puts back every byte and pointer it
+touched: the tree's first replay (or a second, stock capture) sees the inputs as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grace import trees
+from grace.log import get_logger
+from grace.pi.plan import GraphPlan
+
+log = get_logger("grace.pi")
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What one capture left, which planning and the check read.
+
+    ``model`` is the function the graph recorded (None: there is nothing to check the graph
+    against, and it is deployed as planned); ``inputs`` are the recording inputs, the
+    placeholders among them, held through the capture."""
+
+    node: Any
+    name: str  # "graph N", for logs and reports
+    device: Any
+    outputs: Sequence[Any] = ()
+    model: Any = None
+    inputs: Sequence[Any] = ()
+    mutated_input_idxs: Sequence[int] = ()
+
+
+def validate(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
+             placeholder_indices: Iterable[int], unverifiable: str | None) -> str | None:
+    """:func:`compare`, then the check's memory given back to the device.
+
+    The check holds a snapshot and a moved copy of every indirected input, and the stock
+    run's outputs: for DR-I, three times its 6.5 GB input. Left cached by the allocator,
+    that would stay reserved for the life of the process, beside the graph's own pool.
+    """
+    why = compare(captured, plan, pointers, placeholder_ptrs, placeholder_indices, unverifiable)
+    if captured.device.type == "cuda":
+        log.debug("PI: the check's copies released %.1f MB", trees.release_cached_memory(captured.device) / 1e6)
+    return why
+
+
+def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
+            placeholder_indices: Iterable[int], unverifiable: str | None) -> str | None:
+    """Check the recorded graph against ``captured.model`` run with stock kernels; None if they agree.
+
+    The reference is ``model`` (outside any capture, so every launch is stock) on the
+    recording inputs, as stock runs it. The graph is then replayed once with its indirected
+    inputs moved to new addresses (fresh copies) and their placeholders overwritten (NaN in
+    every float lane): a kernel that still reads a placeholder reads the overwritten bytes,
+    and an indirected kernel that computes anything else than the stock one differs too.
+    Outputs are compared, and so are the inputs the graph mutates (a static buffer such as
+    BatchNorm's running statistics). Every tensor input's storage is put back after each
+    run, from snapshots taken before the first and never handed to a run, so that the
+    tree's first replay reads and updates them as stock would; the placeholders get their
+    bytes back and the pointers their placeholders' addresses before that replay. A graph
+    that draws random numbers, or reads random-number state (:func:`grace.pi.tree_hook.random_use`),
+    is not run outside its capture: ``unverifiable`` says why, and that counts as failing.
+    """
+    import torch
+
+    if unverifiable is not None:
+        return unverifiable
+    node, outputs, model, inputs = captured.node, captured.outputs, captured.model, captured.inputs
+    placeholders = {i: inputs[i] for i in placeholder_indices}
+    mutated = [i for i in captured.mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]
+    saved = before = StorageSnapshot({})
+    try:
+        saved = StorageSnapshot(placeholders)
+        # Every other tensor input the compiled code may write: the ones it mutates, and in a
+        # backward graph the saved activations it reuses in place (AOTAutograd's donated
+        # buffers, which no index list marks). Stock runs the code once; the check runs it
+        # twice more, so each run starts from, and the tree's first replay gets, these bytes.
+        before = StorageSnapshot({i: x for i, x in enumerate(inputs)
+                                   if isinstance(x, torch.Tensor) and i not in placeholders})
+        # The function runs on the recording inputs themselves, as stock runs it. It may
+        # write any input it reads (a backward graph reuses a donated activation as scratch,
+        # a placeholder when the activation came from outside the graphs), so every input is
+        # put back from the snapshots before the replay; the snapshots are never handed to
+        # a run, which keeps their bytes the originals.
+        reference_args = list(inputs)
+        written = {i: reference_args[i] for i in mutated}
+        # An output that aliases an input may change when inputs are put back below, so it is
+        # cloned; a fresh one is not (DR-I's is 6.5 GB, and the check runs at capture time,
+        # beside the recorded graph's own copy of it).
+        arg_storages = {a.untyped_storage()._cdata for a in reference_args if isinstance(a, torch.Tensor)}
+        expected = [e.clone() if isinstance(e, torch.Tensor) and e.untyped_storage()._cdata in arg_storages
+                    else e for e in model(reference_args)]
+        reference_mutated = {i: t.clone() for i, t in written.items()}
+        del reference_args, written
+        saved.put_back()
+        before.put_back()
+        moved = saved.fresh_views(plan.indirected)  # new addresses, and the replay's to write
+        for i in plan.indirected:
+            overwrite(placeholders[i])
+        ptrs = list(placeholder_ptrs)
+        for i, t in moved.items():
+            ptrs[i] = t.data_ptr()
+        pointers.fill(ptrs)
+        node.graph.replay()
+        why = first_difference(outputs, expected) or first_difference(
+            [inputs[i] for i in mutated], [reference_mutated[i] for i in mutated], what="mutated input")
+    except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
+        return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
+    finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
+        saved.put_back()  # copied ones too: a graph that reused their memory overwrote them
+        before.put_back()
+        try:
+            pointers.fill(placeholder_ptrs)
+        except Exception as e:  # noqa: BLE001 - the graph may still point at the moved copies
+            return f"{UNDO_FAILED} ({type(e).__name__}: {e})"
+        if captured.device.type == "cuda":
+            torch.cuda.synchronize()
+    return None if why is None else f"differs from the stock kernels with inputs moved: {why}"
+
+
+UNDO_FAILED = "the graph's pointers could not be put back"
+
+
+class StorageSnapshot:
+    """Copies of the storages behind some tensors (keyed), each storage once.
+
+    The check works on whole storages, not on the tensors' views: an input may be a view whose
+    elements share memory (an expanded tensor, stride 0), which no elementwise copy or fill may
+    write, and a storage-level copy puts back every byte the graph could have reached. Inputs
+    that share a storage share its copy, so the snapshot costs each storage's size once. The
+    copies are only ever read: a run that needs the inputs elsewhere gets :meth:`fresh_views`.
+    """
+
+    def __init__(self, tensors: dict[int, Any]) -> None:
+        self._storages: dict[int, tuple[Any, Any]] = {}  # cdata -> (storage, its copy)
+        self._layouts: dict[int, Any] = {}  # key -> the tensor, for its layout on its storage
+        for i, t in tensors.items():
+            storage = t.untyped_storage()
+            self._storages.setdefault(storage._cdata, (storage, storage.clone()))
+            self._layouts[i] = t
+
+    def fresh_views(self, keys: Iterable[int]) -> dict[int, Any]:
+        """The tensors of ``keys``, laid out as they are, over new copies of their storages
+        (each storage once)."""
+        import torch
+
+        copies: dict[int, Any] = {}
+        out = {}
+        for i in keys:
+            like = self._layouts[i]
+            cdata = like.untyped_storage()._cdata
+            if cdata not in copies:
+                copies[cdata] = self._storages[cdata][1].clone()
+            out[i] = torch.empty(0, dtype=like.dtype, device=like.device).set_(
+                copies[cdata], like.storage_offset(), like.size(), like.stride())
+        return out
+
+    def put_back(self) -> None:
+        """Every byte of every storage from its copy."""
+        for original, copy in self._storages.values():
+            original.copy_(copy)
+
+
+def overwrite(t: Any) -> None:
+    """Every byte of ``t``'s storage 0xFF: NaN in every float lane, -1 in every integer one."""
+    import torch
+
+    torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).fill_(0xFF)
+
+
+def first_difference(outputs: Sequence[Any], expected: Sequence[Any], what: str = "output",
+                      chunk: int = 1 << 26) -> str | None:
+    """None if every tensor matches the stock run's, else the first difference, described.
+
+    Tensors are compared ``chunk`` elements (or the rows that hold them) at a time: ``allclose``
+    makes several temporaries of its operands' size, which for DR-I's 6.5 GB output would not fit
+    beside what the check already holds.
+    """
+    import torch
+
+    expected = list(expected)
+    if len(expected) != len(outputs):
+        return f"{len(outputs)} {what}s against {len(expected)}"
+    for k, (o, e) in enumerate(zip(outputs, expected)):
+        if not isinstance(o, torch.Tensor):
+            continue
+        if o.shape != e.shape or o.dtype != e.dtype:
+            return f"{what} {k}: {tuple(o.shape)} {o.dtype} against {tuple(e.shape)} {e.dtype}"
+        for start, (a, b) in _row_chunks(o, e, chunk):
+            if a.is_floating_point() or a.is_complex():
+                if torch.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
+                    continue
+                nans = int(a.isnan().sum() - b.isnan().sum())
+                diff = (a - b).abs().nan_to_num(float("inf")).max().item()
+                return f"{what} {k} (from row {start}): max |difference| {diff:.3g}, {nans} more NaN than stock"
+            if not torch.equal(a, b):
+                return f"{what} {k} (from row {start}): {int((a != b).sum())} elements differ"
+    return None
+
+
+def _row_chunks(a: Any, b: Any, chunk: int) -> Iterator[tuple[int, tuple[Any, Any]]]:
+    """``(first row, (a's rows, b's rows))`` over dimension 0, about ``chunk`` elements each."""
+    if a.dim() == 0 or a.numel() <= chunk:
+        yield 0, (a, b)
+        return
+    rows = max(1, chunk // max(1, a.numel() // a.shape[0]))
+    for n, pair in enumerate(zip(a.split(rows), b.split(rows))):
+        yield n * rows, pair
+
+
+# The graph and the stock run launch the same kernels with the same configs; what may differ
+# is the order of atomic additions (split reductions) and a vendor library's algorithm choice.
+RTOL, ATOL = 1e-4, 1e-5
