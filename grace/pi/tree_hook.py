@@ -199,9 +199,7 @@ class Recording:
             return self._finish_prelude(captured)
         plan = self._plan()
         if not self.slots:
-            _log_plan(captured.name, plan)
-            report.add(report.GraphRecord.of(captured.name, plan))
-            return Finished(None)
+            return self._every_copy_kept(captured.name, plan)
         table = PointerTable(self.slots, self.device, storage=self.table_storage)
         placeholder_ptrs = self._pointers()
         if captured.model is not None:
@@ -225,9 +223,7 @@ class Recording:
         graph, plan, sites = self._scan_kept_graph(node)
         node.graph.instantiate()
         if not sites:
-            _log_plan(name, plan)
-            report.add(report.GraphRecord.of(name, plan, strategy=self.strategy))
-            return Finished(None)
+            return self._every_copy_kept(name, plan)
         placeholder_ptrs = self._pointers()
         try:
             patch = exec_update.bind(graph, node.graph.raw_cuda_graph_exec(), sites)
@@ -239,9 +235,7 @@ class Recording:
             log.warning("PI %s: exec-update dropped: %s", name, why)
             if why.startswith(check.UNDO_FAILED):
                 return self._rerecord(name, plan, why, "exec-update")
-            plan = self._every_input_copied(why)
-            report.add(report.GraphRecord.of(name, plan, strategy=self.strategy))
-            return Finished(None)
+            return self._every_copy_kept(name, self._every_input_copied(why), log_plan=False)
         return self._deploy(captured, plan, patch, placeholder_ptrs)
 
     def _scan_kept_graph(self, node: Any) -> tuple[Any, GraphPlan, list[Any]]:
@@ -291,9 +285,7 @@ class Recording:
             if sites:
                 log.info("PI %s: no prelude (%s); every input copied", name, e)
                 plan = self._every_input_copied(str(e))
-            _log_plan(name, plan)
-            report.add(report.GraphRecord.of(name, plan, strategy=self.strategy))
-            return Finished(None)
+            return self._every_copy_kept(name, plan)
         table = PointerTable(slots, self.device)
         try:
             installed = prelude.install(graph, node.graph.raw_cuda_graph(), entries, table, self.device)
@@ -330,6 +322,13 @@ class Recording:
         layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
         written = _written_ranges(captured)
         return Finished(PIReplay(captured.node, plan, pointers, ReplayGuard(layouts, written), placeholder_ptrs))
+
+    def _every_copy_kept(self, node_name: str, plan: GraphPlan, log_plan: bool = True) -> Finished:
+        """Report a graph that keeps every copy, as captured: the node replays as stock."""
+        if log_plan:
+            _log_plan(node_name, plan)
+        report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
+        return Finished(None)
 
     def _rerecord(self, node_name: str, plan: GraphPlan, why: str, what: str) -> Finished:
         """Log and report that the graph is not trusted; :func:`record` captures it again stock."""
