@@ -229,7 +229,8 @@ class Recording:
             patch = exec_update.bind(graph, node.graph.raw_cuda_graph_exec(), sites)
         except Exception as e:  # noqa: BLE001 - nothing was patched yet
             log.info("PI %s: exec-update not bound (%s); every input copied", name, e)
-            return Finished(None)
+            return self._every_copy_kept(name, self._every_input_copied(f"exec-update not bound: {e}"),
+                                         log_plan=False)
         why = self._validate(captured, plan, patch, placeholder_ptrs)
         if why is not None:
             log.warning("PI %s: exec-update dropped: %s", name, why)
