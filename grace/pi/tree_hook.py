@@ -95,21 +95,12 @@ VENDOR_ALIGNMENT = 256
 
 
 @dataclass
-class _Tracked:
-    """A placeholder during capture: its input, identity, address and layout."""
-
-    input_index: int
-    data_ptr: int
-    placeholder: Placeholder
-    layout: InputLayout
-
-
-@dataclass
 class Recording:
     """One node's capture: placeholders by storage identity, slots handed out, and uses seen."""
 
     device: Any
-    tracked: dict[int, _Tracked]  # storage cdata -> placeholder
+    tracked: dict[int, Placeholder]  # storage cdata -> the placeholder of that storage
+    layouts: dict[int, InputLayout]  # input index -> what the recorded kernels assume of it
     table_storage: Any  # strategy "ptx" only
     slots: list[Slot] = field(default_factory=list)
     blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
@@ -134,7 +125,7 @@ class Recording:
         with _receiving_launches(self) if ptx else contextlib.nullcontext(), _OperatorWatch(self, placeholders=ptx):
             yield
 
-    def owner_of(self, arg: Any) -> _Tracked | None:
+    def owner_of(self, arg: Any) -> Placeholder | None:
         import torch
 
         if not isinstance(arg, torch.Tensor) or arg.device != self.device:
@@ -247,7 +238,7 @@ class Recording:
         """
         from grace.pi import exec_update
 
-        placeholders = [t.placeholder for t in self.tracked.values()]
+        placeholders = list(self.tracked.values())
         try:
             graph = exec_update.read_graph(node.graph.raw_cuda_graph())
             found = exec_update.scan(graph.nodes, placeholders)
@@ -320,7 +311,7 @@ class Recording:
         report.add(report.GraphRecord.of(captured.name, plan, strategy=self.strategy))
         if not plan.indirected:
             return Finished(CopyingReplay(plan, pointers))
-        layouts = [t.layout for t in self.tracked.values() if t.input_index in plan.indirected]
+        layouts = [self.layouts[i] for i in plan.indirected]
         written = _written_ranges(captured)
         return Finished(PIReplay(captured.node, plan, pointers, ReplayGuard(layouts, written), placeholder_ptrs))
 
@@ -341,17 +332,17 @@ class Recording:
 
     def _every_input_copied(self, why: str) -> GraphPlan:
         """The plan that keeps every copy, each input's reason ``why``."""
-        return plan_graph([t.placeholder for t in self.tracked.values()], [],
-                          [Reference(t.data_ptr, "other", why) for t in self.tracked.values()])
+        return plan_graph(list(self.tracked.values()), [],
+                          [Reference(p.data_ptr, "other", why) for p in self.tracked.values()])
 
     def _pointers(self) -> list[int]:
         """Per input index, its placeholder's address: what the graph reads as captured."""
         return _pointer_list({t.input_index: t.data_ptr for t in self.tracked.values()})
 
     def _plan(self) -> GraphPlan:
-        placeholders = [t.placeholder for t in self.tracked.values()]
-        references = [Reference(t.placeholder.data_ptr, "other", "; ".join(self.blocked[t.input_index]))
-                      for t in self.tracked.values() if t.input_index in self.blocked]
+        placeholders = list(self.tracked.values())
+        references = [Reference(p.data_ptr, "other", "; ".join(self.blocked[p.input_index]))
+                      for p in placeholders if p.input_index in self.blocked]
         return plan_graph(placeholders, self.slots, references)
 
 
@@ -509,20 +500,20 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
     if chosen != EXEC_UPDATE:  # the two table strategies write the table on every replay
         table_write_mode()
     alignment = ALIGNMENT if chosen == PTX else VENDOR_ALIGNMENT
-    tracked: dict[int, _Tracked] = {}
+    tracked: dict[int, Placeholder] = {}
+    layouts: dict[int, InputLayout] = {}
     for i in non_static_input_idx:
         t = inputs[i]
         if not isinstance(t, torch.Tensor) or t.untyped_storage().data_ptr() == 0:
             continue
         nbytes = t.untyped_storage().nbytes()
-        placeholder = Placeholder(i, t.data_ptr(), nbytes, t.numel() * t.element_size())
-        tracked[t.untyped_storage()._cdata] = _Tracked(i, t.data_ptr(), placeholder,
-                                                       InputLayout.of(i, t, alignment))
+        tracked[t.untyped_storage()._cdata] = Placeholder(i, t.data_ptr(), nbytes, t.numel() * t.element_size())
+        layouts[i] = InputLayout.of(i, t, alignment)
     if not tracked:
         return None
     storage = torch.zeros(TABLE_CAPACITY, dtype=torch.int64, device=device) if chosen == PTX else None
     has_rng = any(isinstance(x, torch.Generator) for x in inputs)
-    return Recording(torch.device(device), tracked, storage, has_rng=has_rng, strategy=chosen)
+    return Recording(torch.device(device), tracked, layouts, storage, has_rng=has_rng, strategy=chosen)
 
 
 def new_graph(device: Any, inputs: Sequence[Any], keep_graph: bool = False) -> Any:
