@@ -14,7 +14,9 @@
 # `python -m grace.report.upstream --list`). JOBS: processes at a time (default 4). START_SEED
 # (default: a fresh one per run, printed), MAX_STEPS (default 150), KINDS (default: all), TIMEOUT
 # seconds per (program, configuration) (default 240), RUN_ID; DEVICE=cpu checks the plumbing on a
-# machine without a GPU (no CUDA graphs there).
+# machine without a GPU (no CUDA graphs there). RESUME=1 with the RUN_ID of an earlier run adds
+# new programs to it (its results kept, its settings required), so that runs of several device
+# calls add up.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/python.sh) || { bash scripts/setup.sh >/dev/null && PY=$(bash scripts/python.sh); } || exit 2
@@ -31,18 +33,27 @@ JOBS=${JOBS:-4}
 START_SEED=${START_SEED:-$(( $(date +%s) % 100000 * 1000 ))}
 MAX_STEPS=${MAX_STEPS:-150}
 TIMEOUT=${TIMEOUT:-240}
+if [ "${RESUME:-0}" = 1 ] && [ ! -f "$RAW/results.jsonl" ]; then
+  echo "run_differential_test: RESUME=1 needs the RUN_ID of an earlier run; $RAW has no results.jsonl" >&2; exit 2
+fi
 mkdir -p "$RAW"
 echo "$RUN_ID" > results/raw/differential/latest.txt
+if [ "${RESUME:-0}" = 1 ]; then
+  { echo; echo "resumed $(date -u +%Y-%m-%dT%H:%M:%SZ)"; } >> "$RAW/meta.txt"
+else
+  : > "$RAW/meta.txt"
+fi
 { echo "code sha256 $(bash scripts/code_digest.sh) (scripts/code_digest.sh at a commit finds it)";
   echo "configs $CONFIGS"; echo "jobs $JOBS"; echo "start seed $START_SEED"; echo "max steps $MAX_STEPS";
   echo "kinds ${KINDS:-all}"
   "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")'
-} > "$RAW/meta.txt"
+} >> "$RAW/meta.txt"
 echo "run $RUN_ID: $RAW (start seed $START_SEED)"
 
 "$PY" -m grace.difftest run --device "$DEVICE" --out "$RAW" --configs "$(echo $CONFIGS | tr ' ' ',')" \
   --seconds "$SECONDS_BUDGET" --hard-seconds "$HARD_SECONDS" --jobs "$JOBS" --start-seed "$START_SEED" \
-  --max-steps "$MAX_STEPS" --timeout "$TIMEOUT" ${KINDS:+--kinds "$KINDS"}
+  --max-steps "$MAX_STEPS" --timeout "$TIMEOUT" ${KINDS:+--kinds "$KINDS"} \
+  $([ "${RESUME:-0}" = 1 ] && echo --resume)
 status=$?
 echo
 cat "$RAW/summary.csv" 2>/dev/null

@@ -464,3 +464,23 @@ def test_describe_referrers_walks_up_through_containers() -> None:
     assert "    dict(1 keys: held)" in lines, "the dict holding that list, two levels up"
     assert not any(line.startswith("      ") for line in lines), "no deeper than asked"
     del holder
+
+
+def test_a_resumed_run_keeps_its_results_and_adds_new_seeds(tmp_path: Path) -> None:
+    configs = ["stock", "all"]
+    common = ("--configs", ",".join(configs), "--seconds", "60", "--programs", "1", "--max-steps", "3",
+              "--kinds", "pointwise,scale,alias", "--backend", "eager")
+    first = _run_cli(tmp_path, *common, timeout=180)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = _run_cli(tmp_path, *common, "--resume", timeout=180)
+    assert second.returncode == 0, second.stdout + second.stderr
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["seed"], r["configuration"]) for r in records) == [
+        (0, "all"), (0, "stock"), (1, "all"), (1, "stock")], "the earlier seed kept, the next one added"
+    assert "seed 1 started" in second.stdout and "seed 0 started" not in second.stdout
+    assert "resumed: 2 earlier results kept" in second.stdout
+    with (tmp_path / "summary.csv").open() as f:
+        assert all(int(row["programs"]) == 2 for row in csv.DictReader(f))
+    other = _run_cli(tmp_path, "--configs", "stock", "--programs", "1", "--max-steps", "3", "--resume",
+                     "--backend", "eager", timeout=60)
+    assert other.returncode == 2 and "was run with other configs" in other.stderr

@@ -59,6 +59,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     many.add_argument("--timeout", type=float, default=300.0,
                       help="seconds per (seed, configuration) (default: %(default)s)")
     many.add_argument("--programs", type=int, default=None, help="stop after this many seeds")
+    many.add_argument("--resume", action="store_true",
+                      help="add to the run in --out: keep its results, start after its last seed "
+                           "(its configurations, device, steps, kinds and backend must be these)")
     many.add_argument("--hard-seconds", type=float, default=None,
                       help="kill what still runs after this; those runs are dropped")
     _program_options(many)
@@ -96,7 +99,7 @@ def run_many(args: argparse.Namespace) -> int:
     settings = Settings(configs=configs, out=args.out, seconds=args.seconds, start_seed=args.start_seed,
                         jobs=args.jobs, device=args.device, max_steps=args.max_steps, kinds=kinds,
                         timeout=args.timeout, programs=args.programs, backend=args.backend,
-                        hard_seconds=args.hard_seconds)
+                        hard_seconds=args.hard_seconds, resume=args.resume)
     run(settings)
     return 0
 

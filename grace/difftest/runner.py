@@ -60,6 +60,11 @@ class Settings:
     programs: int | None = None  # stop after this many seeds, whatever the time
     backend: str = "inductor"
     hard_seconds: float | None = None  # kill what still runs then; its results are dropped
+    resume: bool = False  # add to the run in ``out``: its records kept, new seeds after its last
+
+
+# What must match for a resumed run to add to an earlier one: the same programs, judged alike.
+RESUME_KEYS = ("configs", "device", "max_steps", "kinds", "backend")
 
 
 # The child's command line and environment.
@@ -308,22 +313,39 @@ class Campaign:
         self.out = self.settings.out
         self.out.mkdir(parents=True, exist_ok=True)
         self.results_path = self.out / "results.jsonl"
-        self.results_path.write_text("")
-        write_settings(self.out / "settings.json", self.settings)
+        if self.settings.resume and self.results_path.is_file():
+            self.records = self._earlier_records()
+            self.next_seed = max([self.next_seed, *(r["seed"] + 1 for r in self.records)])
+        else:
+            self.results_path.write_text("")
+            write_settings(self.out / "settings.json", self.settings)
         self.t0 = time.monotonic()
         self.last_progress = self.t0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
 
+    def _earlier_records(self) -> list[dict[str, Any]]:
+        """The records of the run being resumed, once its settings are known to match."""
+        saved = self.out / "settings.json"
+        if not saved.is_file():
+            raise ValueError(f"--resume: {self.out} has results but no settings.json to check them against")
+        earlier = read_settings(saved)
+        differ = [k for k in RESUME_KEYS if getattr(earlier, k) != getattr(self.settings, k)]
+        if differ:
+            raise ValueError(f"--resume: {self.out} was run with other " + ", ".join(
+                f"{k} ({getattr(earlier, k)!r}, not {getattr(self.settings, k)!r})" for k in differ))
+        return read_results(self.results_path)
+
     def say(self, text: str) -> None:
         print(f"[{self.elapsed():6.0f} s] {text}", file=self.printer, flush=True)
 
     def run(self) -> list[dict[str, Any]]:
         s = self.settings
+        resumed = f" (resumed: {len(self.records)} earlier results kept)" if self.records else ""
         self.say(f"configs {','.join(s.configs)}; device {s.device}; {s.jobs} at a time; "
-                 f"{s.seconds:.0f} s from seed {s.start_seed}; replay a program with "
-                 f"`python -m grace.difftest {' '.join(child_args(s.start_seed, s))}`")
+                 f"{s.seconds:.0f} s from seed {self.next_seed}{resumed}; replay a program with "
+                 f"`python -m grace.difftest {' '.join(child_args(self.next_seed, s))}`")
         try:
             self.loop()
         except KeyboardInterrupt:
