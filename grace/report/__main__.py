@@ -1,4 +1,4 @@
-"""``python -m grace.report figure10|figure11|scg|baseline|tables23|figure9``: figures and tables from a run's rows.
+"""``python -m grace.report figure10|figure11|scg|baseline|tables23|figure9|figure12``: figures and tables from a run's rows.
 
 ``figure10``/``figure11`` draw the speedup figures and print the speedups. ``scg`` writes SCG's
 decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
@@ -24,7 +24,7 @@ from typing import Sequence
 from grace.log import get_logger
 from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
-FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "figure9")
+FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "figure9", "figure12")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -84,6 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {records_io.write_csv((args.processed_dir or args.results_dir / 'processed') / 'figure9.csv', recs)}")
         for path in figure9.draw(recs, args.figures_dir):
             print(f"wrote {path}")
+        print(records_io.format_rows(recs))
+        return 0
+    if args.figure == "figure12":
+        from grace.report import figure12
+        from grace.report import records as records_io
+
+        recs = figure12.records(rows)
+        path = (args.processed_dir or args.results_dir / "processed") / "figure12.csv"
+        print(f"wrote {records_io.write_csv(path, [{k: r[k] for k in figure12.COLUMNS} for r in recs])}")
+        for out in figure12.draw(recs, args.figures_dir):
+            print(f"wrote {out}")
         print(records_io.format_rows(recs))
         return 0
     if args.figure == "tables23":

@@ -1,0 +1,160 @@
+"""``python -m grace.tp``: one tensor-parallel workload in one mode, one process per device.
+
+    torchrun --nproc-per-node T -m grace.tp --workload ST --mode pt2-cg --out rows.jsonl
+    python -m grace.tp --env MODE      # the environment a mode's processes start with
+
+Every rank builds the workload from the same seed, keeps an unsharded eager copy, shards the
+model with its plan (:mod:`grace.tp.plans`), compiles it in the mode, and runs ``--warmup``
+then ``--repeat`` iterations on fresh inputs, each timed between a barrier and the device's
+synchronisation on every rank; the slowest rank's time is the iteration's. Every timed output
+is compared with the unsharded eager model's on the same input. Rank 0 appends one JSON row to
+``--out``: workload, tp, mode, status, the median and p10/p90 in microseconds, the samples.
+
+A mode's switches are read at interpreter start, so each mode runs in its own ``torchrun``:
+``--env`` prints what to start it with, and a process whose environment does not match its
+``--mode`` refuses to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+from grace.bench.modes import MODES
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m grace.tp", description=__doc__.splitlines()[0])
+    p.add_argument("--env", metavar="MODE", help="print MODE's environment and exit")
+    p.add_argument("--workload")
+    p.add_argument("--mode", choices=sorted(MODES))
+    p.add_argument("--out", type=Path, help="JSON lines file rank 0 appends its row to")
+    p.add_argument("--batch-size", type=int, default=None, help="default: the workload's")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--device", default="cuda", help="cuda (NCCL) or cpu (gloo, for tests)")
+    p.add_argument("--size", default="full", choices=["full", "tiny"])
+    p.add_argument("--round", type=int, default=1, help="which round of an interleaved sweep (in the row)")
+    args = p.parse_args(argv)
+    if args.env is None and (args.workload is None or args.mode is None or args.out is None):
+        p.error("--workload, --mode and --out are required (or --env MODE)")
+    return args
+
+
+def mode_env(name: str) -> str:
+    return " ".join(f"{k}={v}" for k, v in MODES[name].env.items())
+
+
+# What GraCE's switches are when their variables are not set (grace.config, grace._autoload).
+ENV_DEFAULTS = {"GRACE_DISABLE": "0", "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_PI_STRATEGY": "ptx"}
+
+
+def env_mismatch(name: str, environ: dict[str, str]) -> list[str]:
+    """The variables of mode ``name`` that ``environ`` does not set as the mode needs."""
+    return [f"{k}={v}" for k, v in MODES[name].env.items() if environ.get(k, ENV_DEFAULTS.get(k)) != v]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from grace.bench.check import compare
+    from grace.bench.workloads import get
+    from grace.stats import summary
+    from grace.tp.plans import shard
+
+    cuda = args.device == "cuda"
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if cuda else "gloo")
+    device = f"cuda:{torch.cuda.current_device()}" if cuda else "cpu"
+    mesh = init_device_mesh(args.device, (world,))
+    wl = get(args.workload)
+    batch = args.batch_size or wl.batch_size
+    torch.manual_seed(0)
+    model = wl.build(device, batch, args.size)
+    reference = copy.deepcopy(model)
+    shard(args.workload, model, mesh)
+    mode = MODES[args.mode]
+    fn = torch.compile(model, mode=mode.compile_mode) if mode.compiled else model
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+        dist.barrier()
+
+    def step(sample: int) -> Any:
+        with torch.no_grad():
+            return fn(*wl.inputs(model, sample, device, batch, args.size))
+
+    row: dict[str, Any] = {"workload": args.workload, "tp": world, "mode": args.mode, "round": args.round,
+                           "device": args.device,
+                           "batch_size": batch, "size": args.size, "status": "error", "error": None}
+    for i in range(args.warmup):
+        step(10_000 + i)
+    samples, worst = [], 0.0
+    for s in range(args.repeat):
+        inputs = wl.inputs(model, s, device, batch, args.size)
+        sync()
+        t = time.perf_counter()
+        with torch.no_grad():
+            out = fn(*inputs)
+        sync()
+        elapsed = torch.tensor([(time.perf_counter() - t) * 1e6], device=device)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the iteration ends with its slowest rank
+        samples.append(float(elapsed.item()))
+        with torch.no_grad():
+            expected = reference(*inputs)
+        err, mismatches = compare(out, expected)  # the float32 tolerances of every benchmark row
+        worst = max(worst, err)
+        if mismatches and row["error"] is None:
+            row.update(status="mismatch", error=f"sample {s} on rank {rank}: {mismatches[0]}")
+    if row["error"] is None:
+        row["status"] = "ok"
+    stats = summary(samples)
+    row.update(median_us=stats["median"], p10_us=stats["p10"], p90_us=stats["p90"], samples_us=samples,
+               worst_error=worst)
+    dist.destroy_process_group()
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.env is not None:
+        if args.env not in MODES:
+            print(f"grace.tp: unknown mode {args.env}; known: {', '.join(MODES)}", file=sys.stderr)
+            return 2
+        print(mode_env(args.env))
+        return 0
+    wrong = env_mismatch(args.mode, dict(os.environ))
+    if wrong:
+        print(f"grace.tp: mode {args.mode} needs {' '.join(wrong)} from the start "
+              f"(`env $(python -m grace.tp --env {args.mode}) torchrun ...`)", file=sys.stderr)
+        return 2
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        row = run(args)
+    except Exception as e:  # noqa: BLE001 - a failed configuration is a row, the sweep goes on
+        traceback.print_exc()
+        row = {"workload": args.workload, "tp": int(os.environ.get("WORLD_SIZE", "1")), "mode": args.mode,
+               "round": args.round, "status": "error", "error": f"{type(e).__name__}: {e}"}
+    if rank == 0:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"grace.tp: {row['workload']} tp={row['tp']} {row['mode']}: {row['status']}"
+              + (f", median {row['median_us']:.1f} us" if row.get("median_us") is not None else f" ({row['error']})"))
+    return 0 if row["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""Tensor-parallel plans on the CPU: each plan, at two ranks over gloo, gives the unsharded
+model's outputs (the GPU runs use NCCL; what the plans shard is the same)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def _rank(rank: int, world: int, init_file: str, workload: str, out_dir: str) -> None:
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.utils._pytree import tree_leaves
+
+    from grace.bench.workloads import get
+    from grace.tp.plans import shard
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        mesh = init_device_mesh("cpu", (world,))
+        wl = get(workload)
+        torch.manual_seed(0)
+        model = wl.build("cpu", 2, "tiny")
+        reference = copy.deepcopy(model)
+        inputs = wl.inputs(model, 0, "cpu", 2, "tiny")
+        with torch.no_grad():
+            expected = tree_leaves(reference(*inputs))
+            shard(workload, model, mesh)
+            got = tree_leaves(model(*inputs))
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            if isinstance(e, torch.Tensor):
+                torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
+        sharded = [n for n, p in model.named_parameters() if type(p.data).__name__ == "DTensor"]
+        (Path(out_dir) / f"rank{rank}").write_text(f"ok {len(sharded)}")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("workload", ["ST"])
+def test_a_plan_at_two_ranks_gives_the_unsharded_outputs(workload: str, tmp_path: Path) -> None:
+    import torch.multiprocessing as mp
+
+    mp.spawn(_rank, args=(2, str(tmp_path / "init"), workload, str(tmp_path)), nprocs=2, join=True)
+    results = [(tmp_path / f"rank{r}").read_text() for r in range(2)]
+    assert all(r.startswith("ok ") and int(r.split()[1]) > 0 for r in results), results
+
+
+def test_a_degree_that_does_not_divide_the_heads_is_refused() -> None:
+    from grace.bench.workloads import get
+    from grace.tp.plans import plan_for
+
+    model = get("ST").build("cpu", 2, "tiny")
+    with pytest.raises(ValueError, match="do not split over 3 ranks"):
+        plan_for("ST", model, 3)
+    with pytest.raises(ValueError, match="no tensor-parallel plan for XLNET-T"):
+        plan_for("XLNET-T", model, 2)
+
+
+def test_the_plan_splits_attention_and_feed_forward_the_megatron_way() -> None:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    from grace.bench.workloads import get
+    from grace.tp.plans import plan_for
+
+    model = get("ST").build("cpu", 2, "tiny")
+    plan, heads = plan_for("ST", model, 2)
+    attn = "encoder.layer_stack.0.slf_attn"
+    assert all(isinstance(plan[f"{attn}.{c}"], ColwiseParallel) for c in ("w_qs", "w_ks", "w_vs"))
+    assert isinstance(plan[f"{attn}.fc"], RowwiseParallel)
+    ffn = "encoder.layer_stack.0.pos_ffn"
+    assert isinstance(plan[f"{ffn}.w_1"], ColwiseParallel) and isinstance(plan[f"{ffn}.w_2"], RowwiseParallel)
+    assert heads and all(local == 1 for _, _, local in heads), "2 heads, 1 per rank"
+
+
+def test_grace_tp_runs_a_mode_on_two_ranks_and_writes_a_checked_row(tmp_path: Path) -> None:
+    """``python -m grace.tp`` under torchrun, on gloo: the row rank 0 writes, checked against the
+    unsharded eager model (eager mode: the plumbing, not the compiler)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from grace.paths import REPO_ROOT
+
+    out = tmp_path / "rows.jsonl"
+    env = {**os.environ, "GRACE_DISABLE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", "-m", "grace.tp",
+           "--workload", "ST", "--mode", "eager", "--device", "cpu", "--size", "tiny", "--warmup", "1",
+           "--repeat", "2", "--round", "3", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (row["workload"], row["tp"], row["mode"], row["round"], row["status"]) == ("ST", 2, "eager", 3, "ok")
+    assert len(row["samples_us"]) == 2 and row["median_us"] > 0 and row["worst_error"] < 1e-4
+
+
+def test_a_mode_started_without_its_switches_is_refused() -> None:
+    from grace.tp.__main__ import env_mismatch, main
+
+    assert env_mismatch("grace", {}) == [], "GraCE's switches are on by default"
+    assert env_mismatch("pt2-cg", {}) == ["GRACE_DISABLE=1"]
+    assert env_mismatch("grace-cgct", {"GRACE_PI": "1"}) == ["GRACE_PI=0", "GRACE_SCG=0"]
+    assert main(["--env", "pt2-cg"]) == 0
+
+
+def test_figure12_takes_the_median_of_per_round_ratios(tmp_path: Path) -> None:
+    from grace.report import figure12
+
+    def row(mode: str, rnd: int, us: float, status: str = "ok") -> dict:
+        return {"workload": "ST", "tp": 2, "mode": mode, "round": rnd, "status": status, "median_us": us}
+
+    rows = [row("pt2-nocg", 1, 100.0), row("pt2-cg", 1, 50.0), row("grace", 1, 40.0),
+            row("pt2-nocg", 2, 120.0), row("pt2-cg", 2, 40.0), row("grace", 2, 60.0),
+            row("pt2-nocg", 3, 110.0), row("pt2-cg", 3, 55.0), row("grace", 3, 0.0, status="error")]
+    recs = {r["mode"]: r for r in figure12.records(rows)}
+    assert recs["pt2-cg"]["speedup_over_nocg"] == 2.0 and (recs["pt2-cg"]["speedup_min"],
+                                                            recs["pt2-cg"]["speedup_max"]) == (2.0, 3.0)
+    assert recs["grace"]["status"] == "error" and recs["grace"]["speedup_over_nocg"] is None
+    assert recs["pt2-nocg"]["speedup_over_nocg"] == 1.0 and recs["pt2-nocg"]["median_us"] == 110.0
+    paths = figure12.draw(list(recs.values()), tmp_path)
+    assert sorted(p.name for p in paths) == ["figure12.pdf", "figure12.png"]
