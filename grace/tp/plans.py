@@ -22,7 +22,14 @@ SPEECH_TRANSFORMER: Blocks = {
     "PositionwiseFeedForward": (("w_1",), ("w_2",), None),
 }
 
-PLANS: dict[str, Blocks] = {"ST": SPEECH_TRANSFORMER}
+# XLNet's relative attention holds its projections as parameters of one einsum each (``q``, ``k``,
+# ``v``, ``o``, ``r``), not as linear layers, which PyTorch's styles do not split: it stays
+# replicated, and the feed-forward blocks are split.
+XLNET: Blocks = {
+    "XLNetFeedForward": (("layer_1",), ("layer_2",), None),
+}
+
+PLANS: dict[str, Blocks] = {"ST": SPEECH_TRANSFORMER, "XLNET-I": XLNET}
 
 
 def plan_for(workload: str, model: Any, degree: int) -> tuple[dict[str, Any], list[tuple[Any, str, int]]]:
