@@ -40,7 +40,7 @@ def _rank(rank: int, world: int, init_file: str, workload: str, out_dir: str) ->
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("workload", ["ST", "XLNET-I"])
+@pytest.mark.parametrize("workload", ["ST", "XLNET-I", "VM"])
 def test_a_plan_at_two_ranks_gives_the_unsharded_outputs(workload: str, tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 

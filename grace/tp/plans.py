@@ -29,7 +29,13 @@ XLNET: Blocks = {
     "XLNetFeedForward": (("layer_1",), ("layer_2",), None),
 }
 
-PLANS: dict[str, Blocks] = {"ST": SPEECH_TRANSFORMER, "XLNET-I": XLNET}
+# Mask R-CNN: the box head's two fully connected layers (its largest matrices, 12544 x 1024 and
+# 1024 x 1024) split; the convolutions of the backbone, the FPN and the mask head stay replicated.
+MASK_RCNN: Blocks = {
+    "TwoMLPHead": (("fc6",), ("fc7",), None),
+}
+
+PLANS: dict[str, Blocks] = {"ST": SPEECH_TRANSFORMER, "XLNET-I": XLNET, "VM": MASK_RCNN}
 
 
 def plan_for(workload: str, model: Any, degree: int) -> tuple[dict[str, Any], list[tuple[Any, str, int]]]:
