@@ -150,3 +150,26 @@ def test_a_mask_copied_in_forward_and_kept_on_the_module_stays_valid_under_cgct(
     results/raw/gpu_checks/20261125-pi-cgct/cgct_tests.log), so this is a behaviour test of
     the mirror; DALLE2 itself is measured by the benchmark."""
     _run_kept_mask(dtype)
+
+
+class _Interaction(torch.nn.Module):
+    """DLRM's dot interaction: lower-triangle indices built with ``torch.tensor`` on the CPU."""
+
+    def forward(self, x: Any) -> Any:
+        z = torch.bmm(x, x.transpose(1, 2))
+        n = z.shape[1]
+        li = torch.tensor([i for i in range(n) for j in range(i)])
+        lj = torch.tensor([j for i in range(n) for j in range(i)])
+        return torch.relu(z[:, li, lj])
+
+
+def test_cpu_built_indices_of_a_gpu_tensor_leave_one_graph(cgct) -> None:
+    """Stock PT2-CG fails this (the CPU indices become CPU inputs of the CUDA graph, and the
+    tree's pool check raises); with CGCT they are built on the GPU and the function is one
+    graph, equal to eager on every call."""
+    model = _Interaction()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    for step in range(4):
+        x = torch.randn(8, 9, 16, device="cuda")
+        torch.testing.assert_close(compiled(x), model(x), msg=f"call {step}")
+    assert _graphs() == 1

@@ -146,3 +146,25 @@ def test_the_refreshing_wrapper_calls_aot_autograds_function_unboxed() -> None:
     assert out.tolist() == [3.0, 3.0, 3.0]
     (out,) = call(torch.ones(3), torch.tensor(5.0))
     assert out.tolist() == [5.0, 5.0, 5.0], "the changed scalar reaches the compiled function"
+
+
+@pytest.fixture(scope="module")
+def index_constants() -> dict:
+    out = subprocess.run([sys.executable, str(FIXTURES / "index_constants.py")], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "GRACE_DISABLE": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_cpu_indices_of_a_gpu_tensor_are_built_on_the_gpu(index_constants) -> None:
+    """DLRM's interaction: ``torch.tensor`` lower-triangle indices of a GPU tensor."""
+    case = index_constants["interaction"]
+    assert len(case["moved"]) == 2
+    assert set(case["devices"].values()) == {"cuda:0"}
+
+
+@pytest.mark.parametrize("case", ["returns-it", "host-use", "placed"])
+def test_a_constant_used_otherwise_stays_on_the_cpu(index_constants, case: str) -> None:
+    """Returned, read on the host, or placed on the CPU by the code: built as stock builds it."""
+    assert index_constants[case]["moved"] == []
+    assert "cuda:0" not in index_constants[case]["devices"].values()

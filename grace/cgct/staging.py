@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grace.cgct.constants import move_index_constants
 from grace.log import get_logger
 
 log = get_logger("grace.cgct")
@@ -282,6 +283,8 @@ def maybe_stage(gm: Any, example_inputs: Sequence[Any], compile_gm: Callable[...
     plan = plan_inputs(gm, example_inputs)
     if plan is None:
         return None
+    # In place: compiled as rewritten whether or not an input is staged below.
+    move_index_constants(gm, example_inputs, plan.device)
     for i, source, why in plan.refused:
         log.info("CGCT: input %d (%s) stays on the CPU: %s", i, source, why)
     if not plan.stages:
