@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
-# Figures 10 and 11: every workload of WORKLOADS (a config in configs/, default: micro) in
-# every mode, interleaved. A sweep can be split into shards, each under 10 minutes:
-#   RUN_ID=$(date +%Y%m%d-%H%M%S) SHARD=1/3 bash scripts/run_single_gpu_experiments.sh
-#   RUN_ID=<same> SHARD=2/3 ...
-# Without SHARD it runs SHARDS (default 1) shards back to back under one run id.
+# Figures 10 and 11 (the artifact's single-GPU sweep): every workload of WORKLOADS (a config in
+# configs/, default single_gpu_25: the paper's 25) in every mode of MODES (default: the modes of
+# Figures 10 and 11, eager for the reference included), interleaved, under one run id.
+#
+#   bash scripts/run_single_gpu_experiments.sh                       # a new run, to the end
+#   RUN_ID=R STOP_AFTER=420 bash scripts/run_single_gpu_experiments.sh   # at most ~10 minutes a call
+#   RUN_ID=R STOP_AFTER=420 bash scripts/run_single_gpu_experiments.sh   # ...again: it resumes
+#
+# A run whose rows.jsonl exists is resumed: workloads with rows for every mode are skipped
+# (`--resume`; RETRY=error,timeout,mismatch reruns those). STOP_AFTER starts no new workload
+# after that many seconds, so one call of a machine lent for ten minutes ends in time; the next
+# call with the same RUN_ID goes on. SHARD=i/n (or SHARDS=n, run one after another) splits the
+# workloads instead. Progress, with the time left, is printed as workloads finish. WORKLOADS=micro
+# runs the eight micro-workloads only (minutes). Extra arguments go to `python -m grace.bench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh
 PY=$(bash scripts/python.sh)
-WORKLOADS=${WORKLOADS:-micro}
+WORKLOADS=${WORKLOADS:-single_gpu_25}
+MODES=${MODES:-eager,pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi,grace}
 RUN_ID=${RUN_ID:-$(date +%Y%m%d-%H%M%S)-$$}
 EXPERIMENT=${EXPERIMENT:-single_gpu}
+RUN_DIR=results/raw/$EXPERIMENT/$RUN_ID
+resume=()
+if [ -s "$RUN_DIR/rows.jsonl" ]; then
+  resume=(--resume)
+  [ -n "${RETRY:-}" ] && resume+=(--retry "$RETRY")
+  echo "== resuming run $RUN_ID ($(wc -l < "$RUN_DIR/rows.jsonl") rows so far) =="
+fi
+stop=()
+[ -n "${STOP_AFTER:-}" ] && stop=(--stop-after "$STOP_AFTER")
 if [ -n "${SHARD:-}" ]; then
   shards=("$SHARD")
 else
@@ -18,10 +37,11 @@ else
   shards=()
   for ((i = 1; i <= n; i++)); do shards+=("$i/$n"); done
 fi
+status=0
 for s in "${shards[@]}"; do
-  echo "== shard $s of run $RUN_ID ($WORKLOADS) =="
-  "$PY" -m grace.bench --workloads "$WORKLOADS" --experiment "$EXPERIMENT" --run-id "$RUN_ID" \
-      --shard "$s" --repeat "${REPEAT:-100}" --timeout "${TIMEOUT:-300}" "$@" || status=$?
+  echo "== shard $s of run $RUN_ID ($WORKLOADS; $MODES) =="
+  "$PY" -m grace.bench --workloads "$WORKLOADS" --modes "$MODES" --experiment "$EXPERIMENT" --run-id "$RUN_ID" \
+      --shard "$s" --repeat "${REPEAT:-100}" --timeout "${TIMEOUT:-420}" "${resume[@]}" "${stop[@]}" "$@" || status=$?
 done
-echo "results: results/raw/$EXPERIMENT/$RUN_ID/rows.jsonl"
-exit "${status:-0}"
+echo "results: $RUN_DIR/rows.jsonl (run again with RUN_ID=$RUN_ID to resume)"
+exit "$status"
