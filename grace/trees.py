@@ -81,6 +81,20 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def hardened() -> bool:
+    """Whether the tree runs with GraCE's hardening (:func:`collector_paused_if_hardened`,
+    :func:`check_inputs_readable` before its allocator restore): with any GraCE switch on. With
+    every switch off the tree is stock PyTorch's, hardening included."""
+    from grace import config
+
+    return bool(config.cgct or config.pi or config.scg)
+
+
+def collector_paused_if_hardened() -> contextlib.AbstractContextManager[None]:
+    """:func:`collector_paused` where the tree is :func:`hardened`, else nothing."""
+    return collector_paused() if hardened() else contextlib.nullcontext()
+
+
 def check_inputs_readable(inputs: Sequence[Any]) -> None:
     """Raise what reading each tensor input's memory raises, before the tree changes any state.
 

@@ -116,3 +116,19 @@ def test_check_inputs_readable_raises_the_overwritten_error_before_anything_else
     torch._C._set_storage_access_error_msg(overwritten, "accessing tensor output of CUDAGraphs that has been overwritten")
     with pytest.raises(RuntimeError, match="has been overwritten"):
         check_inputs_readable([fine, overwritten[1:]])
+
+
+def test_the_tree_is_hardened_with_any_switch_on_and_stock_with_all_off() -> None:
+    import gc
+
+    import grace.config
+    from grace.trees import collector_paused_if_hardened, hardened
+
+    for switches, expected in (({"cgct": True, "pi": False, "scg": False}, True),
+                               ({"cgct": False, "pi": False, "scg": True}, True),
+                               ({"cgct": False, "pi": False, "scg": False}, False)):
+        with grace.config.patch(**switches):
+            assert hardened() is expected
+            with collector_paused_if_hardened():
+                assert gc.isenabled() is not expected
+    assert gc.isenabled()
