@@ -3,6 +3,8 @@
 # plan in grace/tp/plans.py) at each degree of TP_LIST (default "1 2 4", limited to the GPUs
 # present, saying which it skipped) in each mode of MODES (default "pt2-nocg pt2-cg grace"), one
 # `torchrun` per (workload, degree, mode), each mode's processes started with its own switches.
+# HANG_DUMP_S (default 180) prints each rank's stacks that often while a launch lasts, so that
+# a launch stuck in a collective shows where before LAUNCH_TIMEOUT (default 900) ends it.
 # ROUNDS (default 3) repeats the whole sweep, the modes interleaved within each round, so that
 # drift hits every mode alike; each launch times REPEAT iterations (default 30) after WARMUP (5).
 # Rows go to results/raw/tp/<RUN_ID>/rows.jsonl, logs beside them; then
@@ -47,6 +49,7 @@ for round in $(seq 1 "$ROUNDS"); do
           "$PY" -m torch.distributed.run --nproc-per-node "$tp" --standalone -m grace.tp \
           --workload "$wl" --mode "$mode" --device "$DEVICE" --size "${SIZE:-full}" \
           --warmup "${WARMUP:-5}" --repeat "${REPEAT:-30}" --round "$round" --out "$RAW/rows.jsonl" \
+          --hang-dump "${HANG_DUMP_S:-180}" \
           > "$RAW/logs/$wl.tp$tp.$mode.round$round.log" 2>&1 || { status=1; tail -3 "$RAW/logs/$wl.tp$tp.$mode.round$round.log"; }
       done
     done

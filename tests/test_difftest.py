@@ -281,6 +281,9 @@ OVERWRITE = "RuntimeError: Error: accessing tensor output of CUDAGraphs that has
     (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "error", kind=OVERWRITE, step=5), False),
     (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "error", kind=OVERWRITE, step=1), True),
     (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "error", kind="AssertionError: ", step=3), True),
+    (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "error", kind="AssertionError: ", step=1), True),
+    # ran the step stock failed, then failed later: no stock run to judge the later step by
+    (_r("stock", "error", kind="AssertionError: ", step=2), _r("all", "error", kind="AcceleratorError: x", step=3), False),
     (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "ok"), False),
     (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "mismatch", step=3), True),
     (_r("stock", "error", kind=OVERWRITE, step=3), _r("all", "crash"), True),

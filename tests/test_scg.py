@@ -362,3 +362,52 @@ def test_only_inductor_generated_code_counts_as_generated() -> None:
         assert not is_inductor_generated(print)
     finally:
         PyCodeCache.modules.remove(module)
+
+
+COLLECTIVE_PARTITION = '''
+def partition_0(args):
+    arg0_1, = args
+    args.clear()
+    buf0 = empty_strided_cuda((8, 16), (16, 1), torch.float32)
+    triton_poi_fused_mul_0.run(arg0_1, buf0, 128, stream=stream0)
+    torch.ops._c10d_functional.all_reduce_.default(buf0, 'sum', '0')
+    torch.ops._c10d_functional.wait_tensor.default(buf0)
+    return (buf0, )
+'''
+
+
+def test_a_graph_that_launches_collectives_keeps_its_graph_on_every_rank_unprofiled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile runs a graph's collectives dozens of times on one rank; a peer that took the
+    decision from the cache would not run them with it, and both would wait for ever."""
+    import importlib.util
+    import types
+
+    import torch
+    from torch._inductor.codecache import PyCodeCache
+
+    from grace.scg import tree_hook
+    from grace.scg.candidate import describe
+
+    module_file = tmp_path / "generated_collective.py"
+    module_file.write_text("import torch\n" + COLLECTIVE_PARTITION)
+    spec = importlib.util.spec_from_file_location("grace_test_generated_collective", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    assert describe(module.partition_0, "inference", [torch.zeros(8, 16)], [], lambda t: False).collectives == (
+        "_c10d_functional.all_reduce_", "_c10d_functional.wait_tensor")
+
+    def no_profile(*args: Any) -> Any:
+        raise AssertionError("a graph with collectives must not be profiled")
+
+    monkeypatch.setattr(tree_hook, "_profile", no_profile)
+    wrapped = types.SimpleNamespace(model=module.partition_0, static_input_idxs=[])
+    manager = types.SimpleNamespace(ids_to_funcs={"f": wrapped}, id_to_mode={"f": types.SimpleNamespace(name="INFERENCE")},
+                                    _get_cuda_graph_recorded_tensor_checker=lambda: (lambda t: False))
+    PyCodeCache.modules.append(module)
+    try:
+        record = tree_hook._decide(manager, [torch.zeros(8, 16)], "f")
+    finally:
+        PyCodeCache.modules.remove(module)
+    assert record.choice == Choice.GRAPH.value and record.source == "rule"
+    assert "all_reduce_" in record.reason and "collectives" in record.reason

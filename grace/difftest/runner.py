@@ -151,10 +151,12 @@ def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
     """Whether a configuration did worse than stock on one program.
 
     Worse: a stale read of a held output that stock's read caught (see ``_stale_beyond_stock``);
-    stock ok and this not; or both errors of another kind, or of the same kind at an
-    earlier step (this one failed where stock still ran); or a more severe status than stock's
-    failure (an error, for instance one stock raises by design, turned into a mismatch, a crash
-    or a hang). Never worse when stock itself crashed or hung: nothing is known then.
+    stock ok and this not; both errors, this one at an earlier step (it failed where stock still
+    ran) or at the same step of another kind; or a more severe status than stock's failure (an
+    error, for instance one stock raises by design, turned into a mismatch, a crash or a hang).
+    An error at a later step than stock's is not worse: this configuration ran the step stock
+    failed, and what follows has no stock run to be judged by. Never worse when stock itself
+    crashed or hung: nothing is known then.
     """
     if _stale_beyond_stock(stock, other):
         return True
@@ -162,7 +164,9 @@ def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
     if s == "ok":
         return o != "ok"
     if s == "error" and o == "error":
-        return other.get("error_kind") != stock.get("error_kind") or _step(other) < _step(stock)
+        if _step(other) != _step(stock):
+            return _step(other) < _step(stock)
+        return other.get("error_kind") != stock.get("error_kind")
     return _SEVERITY[o] > _SEVERITY[s]
 
 

@@ -35,6 +35,10 @@ _KERNEL_CALLS = (
     re.compile(r"\btorch\.ops\.(\w+\.\w+)(?:\.\w+)?\("),  # fallback and custom ops
 )
 _KERNEL_PATH_COMMENT = re.compile(r"^\s*# kernel path: .*$", re.MULTILINE)
+# Operator namespaces of PyTorch's collectives as generated code calls them
+# (torch.ops._c10d_functional.all_reduce_.default, ...); in kernels_called they read
+# "_c10d_functional.all_reduce_".
+_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "c10d"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,11 @@ class Candidate:
     @property
     def copied_inputs(self) -> int:
         return sum(1 for i in self.inputs if i.role == "copied")
+
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        """The collective operators this graph launches (all_reduce_, wait_tensor, ...)."""
+        return tuple(k for k in self.kernels if k.partition(".")[0] in _COLLECTIVE_NAMESPACES)
 
 
 def normalized_source(text: str) -> str:

@@ -24,7 +24,9 @@ Invariants
   real tree under :func:`recording_config`, PI as measured; any other records with the
   switches as they are.
 - In training, forward graphs always keep their graph (:data:`TRAINING_FORWARD_RULE`); the
-  backward graphs are decided by profile. Inference graphs are all decided by profile.
+  backward graphs are decided by profile. Inference graphs are decided by profile, but for
+  graphs that launch collectives (:data:`COLLECTIVES_RULE`): every rank must run the same
+  collectives, so no rank runs them in a profile.
 - Each function is decided once per tree. A function decided for a graph that is recorded again
   later (a new path, new static addresses) is recorded again as in stock PyTorch.
 - Profiling never touches the tree. The graph choice is timed on a private
@@ -83,6 +85,14 @@ TRAINING_FORWARD_RULE = ("forward graph of a training step: its saved outputs ar
 # dozens of times, and only generated code is known to do nothing a caller could observe then.
 NOT_GENERATED_RULE = ("not Inductor's generated code: SCG runs it no more often than stock does, so it records "
                       "the graph as PT2-CG does")
+
+# Why a graph that launches collectives keeps its graph, untimed: a profile runs its collectives
+# dozens of times on this rank, and every peer must run them as often, in the same order, or
+# the ranks wait on each other for ever. A peer that reads the decision from the cache, or
+# whose profile fails, would not; so no rank profiles such a graph, and every rank records it.
+COLLECTIVES_RULE = ("launches collectives ({}): profiled, it would run them a different number of times than a peer "
+                    "that skips or fails its profile, and the ranks would wait on each other; it records the graph "
+                    "as PT2-CG does on every rank")
 
 _decided: weakref.WeakKeyDictionary[Any, dict[Any, Choice]] = weakref.WeakKeyDictionary()
 # Functions whose GRAPH against GRAPH_PI was measured: they record with PI exactly as decided.
@@ -173,6 +183,8 @@ def _decide(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: F
         return _record(candidate, Choice.GRAPH, "rule", NOT_GENERATED_RULE, start)
     if candidate.mode == "forward":
         return _record(candidate, Choice.GRAPH, "rule", TRAINING_FORWARD_RULE, start)
+    if candidate.collectives:
+        return _record(candidate, Choice.GRAPH, "rule", COLLECTIVES_RULE.format(", ".join(candidate.collectives)), start)
     key = _cache_key(candidate, manager.device_index)
     try:
         if key is not None and (hit := cache.load(key)) is not None and hit.choice in AVAILABLE:

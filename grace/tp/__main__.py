@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import faulthandler
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -42,6 +44,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda", help="cuda (NCCL) or cpu (gloo, for tests)")
     p.add_argument("--size", default="full", choices=["full", "tiny"])
     p.add_argument("--round", type=int, default=1, help="which round of an interleaved sweep (in the row)")
+    p.add_argument("--hang-dump", type=float, default=0, metavar="SECONDS",
+                   help="print every thread's stack each SECONDS while the run lasts (0: never), so that a "
+                        "rank stuck in a collective shows where")
     args = p.parse_args(argv)
     if args.env is None and (args.workload is None or args.mode is None or args.out is None):
         p.error("--workload, --mode and --out are required (or --env MODE)")
@@ -123,8 +128,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     stats = summary(samples)
     row.update(median_us=stats["median"], p10_us=stats["p10"], p90_us=stats["p90"], samples_us=samples,
                worst_error=worst)
-    dist.destroy_process_group()
     return row
+
+
+def teardown(exit_code: int, wait_s: float = 60.0) -> None:
+    """Release the compiled graphs, then the process group.
+
+    A CUDA graph that captured NCCL collectives keeps its communicator in use, and
+    ``destroy_process_group`` then waits in ``ncclCommDestroy`` for ever (pytorch/pytorch#115388;
+    seen here at TP 2 in PT2-CG), so the graphs go first. Should it still not return within
+    ``wait_s``, the process leaves without it: its row is already written.
+    """
+    import gc
+
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    torch.compiler.reset()  # Dynamo's caches and the CUDA graph trees, with their graphs
+    gc.collect()
+
+    def leave() -> None:
+        print(f"grace.tp: destroy_process_group did not return in {wait_s:.0f} s; leaving without it",
+              file=sys.stderr, flush=True)
+        os._exit(exit_code)
+
+    timer = threading.Timer(wait_s, leave)
+    timer.daemon = True
+    timer.start()
+    dist.destroy_process_group()
+    timer.cancel()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,19 +175,26 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(`env $(python -m grace.tp --env {args.mode}) torchrun ...`)", file=sys.stderr)
         return 2
     rank = int(os.environ.get("RANK", "0"))
+    if args.hang_dump > 0:
+        faulthandler.dump_traceback_later(args.hang_dump, repeat=True)
     try:
         row = run(args)
     except Exception as e:  # noqa: BLE001 - a failed configuration is a row, the sweep goes on
         traceback.print_exc()
         row = {"workload": args.workload, "tp": int(os.environ.get("WORLD_SIZE", "1")), "mode": args.mode,
                "round": args.round, "status": "error", "error": f"{type(e).__name__}: {e}"}
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"grace.tp: {row['workload']} tp={row['tp']} {row['mode']}: {row['status']}"
-              + (f", median {row['median_us']:.1f} us" if row.get("median_us") is not None else f" ({row['error']})"))
-    return 0 if row["status"] == "ok" else 1
+              + (f", median {row['median_us']:.1f} us" if row.get("median_us") is not None else f" ({row['error']})"),
+              flush=True)
+    code = 0 if row["status"] == "ok" else 1
+    teardown(code)
+    return code
 
 
 if __name__ == "__main__":
