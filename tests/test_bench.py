@@ -172,6 +172,53 @@ def test_a_timed_sample_runs_inner_iterations_on_their_own_inputs_and_checks_the
     torch.testing.assert_close(checked[0][1], step(case.model, case.model, case.inputs(8)))
 
 
+def test_with_check_after_no_check_runs_between_timed_samples_and_each_checks_its_own_copy() -> None:
+    """A CUDA graph's output is overwritten by its next replay: the sample's output is copied
+    when its clock stops, and compared with eager only once the chunk's samples are timed."""
+    from grace.bench.worker import Case
+
+    case = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny", check_after=True)
+    case.mode = MODES["pt2-nocg"]  # a compiled mode's sample is checked; the model stays eager
+    events: list[str] = []
+    outputs: list[torch.Tensor] = []
+    step = case.step
+
+    def stepping(fn: Any, module: Any, inputs: tuple) -> Any:
+        out = step(fn, module, inputs)
+        if fn is case.fn:
+            events.append("timed")
+            outputs.append(out)
+        return out
+
+    case.step = stepping
+    checked: list[tuple[int, torch.Tensor]] = []
+    case._check = lambda sample, out: events.append("check") or checked.append((sample, out))
+    for sample in (0, 1, 2):
+        case.timed(sample)
+    for out in outputs:
+        out.fill_(float("nan"))  # what a later replay does to a graph's output
+    assert events == ["timed"] * 3
+    case.check_kept()
+    assert events == ["timed"] * 3 + ["check"] * 3 and [s for s, _ in checked] == [0, 1, 2]
+    for sample, out in checked:
+        torch.testing.assert_close(out, step(case.model, case.model, case.inputs(sample)))
+    case.check_kept()
+    assert len(checked) == 3, "each kept output is checked once"
+
+
+def test_kept_copies_every_tensor_in_the_structure_the_check_reads() -> None:
+    from collections import namedtuple
+
+    pair = namedtuple("pair", "a b")
+    value = {"x": [torch.ones(2), None, 3], "y": pair(torch.zeros(1), "s")}
+    copy = check.kept(value)
+    value["x"][0].fill_(7)
+    assert [p for p, _ in check.flatten(copy)] == [p for p, _ in check.flatten(value)]
+    assert torch.equal(copy["x"][0], torch.ones(2)) and copy["y"][1] == "s"
+    with pytest.raises(TypeError, match="cannot keep outputs of type object"):
+        check.kept(object())
+
+
 def test_coverage_profiles_the_steps_but_not_the_making_of_their_inputs(monkeypatch) -> None:
     from grace.bench.worker import Case
     from grace.cgct import coverage

@@ -84,6 +84,25 @@ def flatten(value: Any, prefix: str = "out") -> list[tuple[str, Any]]:
     raise TypeError(f"{prefix}: cannot compare outputs of type {type(value).__name__}")
 
 
+def kept(value: Any) -> Any:
+    """``value`` with every tensor leaf copied, in the structure :func:`flatten` walks (tuples
+    for lists, namedtuples and ModelOutputs, which it reads alike): what a CUDA graph's output
+    holds now, for a check made after later replays have overwritten the graph's own."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if value is None or isinstance(value, (int, float, bool, str)):
+        return value
+    if isinstance(value, dict):
+        return {k: kept(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return tuple(kept(v) for v in value)
+    if hasattr(value, "to_tuple"):  # HuggingFace ModelOutput
+        return kept(value.to_tuple())
+    raise TypeError(f"cannot keep outputs of type {type(value).__name__}")
+
+
 def compare(out: Any, ref: Any, training: bool = False) -> tuple[float, list[Mismatch]]:
     """(largest relative error over tensor leaves, mismatches)."""
     import torch

@@ -94,7 +94,8 @@ class SkipLog(logging.Handler):
 class Case:
     """A workload compiled in one mode, with an eager twin for checking outputs."""
 
-    def __init__(self, workload: Workload, mode: Mode, device: str, batch_size: int, size: str):
+    def __init__(self, workload: Workload, mode: Mode, device: str, batch_size: int, size: str,
+                 check_after: bool = False):
         import torch
 
         self.workload, self.mode, self.device, self.batch, self.size = workload, mode, device, batch_size, size
@@ -119,6 +120,8 @@ class Case:
         self.no_fp64 = ""  # why no float64 run could be made, if none could
         self._sleep_cycles = 1 << 20  # gpu_timed's head start for the host: about 0.6 ms on an H100
         self._last_gpu_inputs: tuple = ()  # held until the next gpu_timed call has made its own
+        self.check_after = check_after
+        self._unchecked: list[tuple[int, Any]] = []  # (sample, kept output), with check_after
 
     def sync(self) -> None:
         if self.cuda:
@@ -178,7 +181,9 @@ class Case:
 
         They run on input samples ``sample * inner`` onwards, all made before the clock starts;
         the last one's output is checked afterwards (a CUDA graph's earlier outputs are already
-        overwritten by then). A stochastic workload seeds its RNG before each, on the clock.
+        overwritten by then): at once, or with ``check_after`` copied now and checked by
+        :meth:`check_kept`, so that the next timed sample does not follow an eager forward.
+        A stochastic workload seeds its RNG before each, on the clock.
         """
         import torch
 
@@ -198,8 +203,16 @@ class Case:
         if self.cuda:
             self.peak_mem = max(self.peak_mem, torch.cuda.max_memory_allocated())
         if self.mode.compiled:
-            self._check(samples[-1], out)
+            if self.check_after:
+                self._unchecked.append((samples[-1], check.kept(out)))
+            else:
+                self._check(samples[-1], out)
         return elapsed
+
+    def check_kept(self) -> None:
+        """Check the outputs :meth:`timed` kept under ``check_after``, oldest first."""
+        while self._unchecked:
+            self._check(*self._unchecked.pop(0))
 
     def gpu_timed(self, sample: int) -> float | None:
         """Microseconds of device time of one iteration on input ``sample``; None if it
@@ -358,7 +371,8 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
     torch.backends.cudnn.allow_tf32 = False
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is visible to torch in the worker")
-    case = Case(get(args.workload), MODES[args.mode], args.device, args.batch_size, args.size)
+    case = Case(get(args.workload), MODES[args.mode], args.device, args.batch_size, args.size,
+                check_after=args.check_after)
     with SkipLog() as skips:
         compile_s = case.warm_up(args.warmup)
     send({"event": "ready", "compile_s": compile_s if case.mode.compiled else None})
@@ -373,6 +387,7 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
             if args.release_memory:
                 case.untimed_step()  # allocations after the cache was emptied stay off the clock
             us = [case.timed(s, args.inner) for s in command["samples"]]
+            case.check_kept()
             gpu_us = [case.gpu_timed(s) for s in command["samples"]] if args.gpu_time and case.cuda else None
             send({"event": "samples", "us": us, "gpu_us": gpu_us})
             if args.release_memory:

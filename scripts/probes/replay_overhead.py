@@ -22,6 +22,7 @@ in one device call:
 from __future__ import annotations
 
 import argparse
+import copy
 import cProfile
 import gc
 import io
@@ -45,6 +46,7 @@ def child(mode: str, workload: str, calls: int) -> None:
     torch.manual_seed(0)
     model = wl.build("cuda", wl.batch_size, "full")
     samples = [wl.inputs(model, i, "cuda", wl.batch_size, "full") for i in range(8)]
+    reference = copy.deepcopy(model)
     fn = torch.compile(model, mode=MODES[mode].compile_mode)
     sync = torch.cuda.synchronize
     with torch.no_grad():
@@ -75,6 +77,7 @@ def child(mode: str, workload: str, calls: int) -> None:
             end.synchronize()
             gpu.append(start.elapsed_time(end) * 1e3)
         bench_like = _bench_like(fn, wl, model, calls)
+        worker_like = _worker_like(fn, reference, wl, model, min(calls, 200))
         phases = _phase_times(fn, samples, calls)
         replay_only = _replay_only(calls)
         prof = cProfile.Profile()
@@ -95,6 +98,7 @@ def child(mode: str, workload: str, calls: int) -> None:
           f"back to back; Python threads {[t.name for t in threading.enumerate()]}; gc collections "
           f"{sum(s['collections'] for s in gc.get_stats())}")
     print(f"as the benchmark times it (20 fresh inputs, no_grad per call, output held), us per call: {bench_like}")
+    print(f"as the benchmark's worker times a sample (fresh inputs, one synchronised call), us: {worker_like}")
     print(f"between CUDA events us: {summary(gpu)}")
     print(f"host us per call in the replay's phases (back-to-back): {phases}")
     print(f"the recorded graphs alone, replayed back to back, us per replay: {replay_only}")
@@ -123,6 +127,34 @@ def _bench_like(fn: Any, wl: Any, model: Any, calls: int) -> dict[str, float]:
         per_call.append((time.perf_counter() - t) * 1e6 / 20)
         del out
     return summary(per_call)
+
+
+def _worker_like(fn: Any, reference: Any, wl: Any, model: Any, calls: int) -> dict[str, dict[str, float]]:
+    """Per call, as ``grace.bench.worker`` times a sample at ``--inner 1``: the sample's inputs
+    made before the clock, one call between two synchronisations. Between samples, in blocks of
+    ten that alternate: nothing, or the worker's check (the eager twin on the same sample, then
+    the comparison). The harness's median is twice the synchronised call's on ALNET; this says
+    whether the check between samples is why."""
+    import torch
+
+    from grace.bench.check import compare
+    from grace.stats import summary
+
+    times: dict[str, list[float]] = {"nothing between": [], "eager check between": []}
+    for i in range(calls):
+        label = "eager check between" if (i // 10) % 2 else "nothing between"
+        args = wl.inputs(model, 300 + i, "cuda", wl.batch_size, "full")
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        with torch.no_grad():
+            got = fn(*args)
+        torch.cuda.synchronize()
+        times[label].append((time.perf_counter() - t) * 1e6)
+        if label == "eager check between":
+            with torch.no_grad():
+                compare(got, reference(*wl.inputs(model, 300 + i, "cuda", wl.batch_size, "full")))
+        del got
+    return {label: summary(v) for label, v in times.items()}
 
 
 def _phase_times(fn: Any, samples: list[Any], calls: int) -> dict[str, float]:
