@@ -4,7 +4,8 @@
 #   STEP=tests      the project's CUDA tests (PI, SCG, CGCT, bench), each file in its own process
 #   STEP=difftest   the randomized differential test, every configuration, DIFF_SECONDS of new
 #                   programs (default 240), into DIFF_RUN (default: a new run); with RESUME=1 it
-#                   adds to DIFF_RUN (default: the latest run)
+#                   adds to DIFF_RUN (default: the latest run). Its programs, and the upstream
+#                   step's pytest processes, take the visible GPUs in turn
 #   STEP=upstream   PyTorch's CUDA graph trees tests under every configuration, with the recheck
 #                   (resumable: a second call with the same UPSTREAM_RUN finishes it)
 #
@@ -43,8 +44,10 @@ case "$STEP" in
       run=${DIFF_RUN:-$(date -u +%Y%m%d-%H%M%S)}
     fi
     budget=${DIFF_SECONDS:-240}
+    ngpu=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
+    jobs=$(( 13 * ngpu < $(nproc) - 2 ? 13 * ngpu : $(nproc) - 2 ))  # children take the GPUs in turn
     RUN_ID=$run MAX_STEPS=${MAX_STEPS:-600} SECONDS_BUDGET=$budget HARD_SECONDS=$((TOTAL_S - 60)) \
-      JOBS=${JOBS:-13} TIMEOUT=${TIMEOUT:-$((TOTAL_S - 90))} timeout "$TOTAL_S" bash scripts/run_differential_test.sh
+      JOBS=${JOBS:-$jobs} TIMEOUT=${TIMEOUT:-$((TOTAL_S - 90))} timeout "$TOTAL_S" bash scripts/run_differential_test.sh
     paths=("results/raw/differential/$run" results/raw/differential/latest.txt) ;;
   upstream)
     run=${UPSTREAM_RUN:-$(date -u +%Y%m%d-%H%M%S)}

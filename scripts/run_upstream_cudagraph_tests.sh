@@ -14,7 +14,8 @@
 # The order is fixed: the tests are collected once and cut into SHARDS contiguous pieces (default
 # 2), each run by its own pytest process in collection order, so every configuration runs each
 # test after the same predecessors (some upstream tests depend on what ran before them in their
-# process). At most PROCS pytest processes run at once (default 16). A shard whose junit XML
+# process). At most PROCS pytest processes run at once (default 16 per visible GPU, at most one
+# per core), each on the next visible GPU in turn. A shard whose junit XML
 # exists is not run again, so a run cut short resumes; each runs under `timeout` (SHARD_TIMEOUT
 # seconds) and its log names the tests it finished.
 #
@@ -22,7 +23,7 @@
 # configuration (and under stock), under grace/report/upstream_recheck.py: a failure's frames are released before
 # tearDown's leak checks, and a FileCheck on generated code is recorded instead of raised, so
 # the differences file can say whether a difference is a real leak, a wrong value, or only the
-# code check (RECHECK=0 skips this; RECHECK_CHUNK tests per rerun process, default 10).
+# code check (RECHECK=0 skips this; RECHECK_CHUNK tests per rerun process, default 5).
 # ALSO_RUNS names earlier runs whose configurations the
 # table takes where this run has none (each named in the differences).
 set -uo pipefail
@@ -43,10 +44,20 @@ RUN_ID=${RUN_ID:-$(date -u +%Y%m%d-%H%M%S)}
 RAW=results/raw/upstream_cudagraph_trees/$RUN_ID
 CONFIGS=${CONFIGS:-$("$PY" -m grace.report.upstream --list)}
 SHARDS=${SHARDS:-2}
-PROCS=${PROCS:-16}
+# Every visible GPU takes pytest processes in turn (a caller's CUDA_VISIBLE_DEVICES picks them).
+NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
+PROCS=${PROCS:-$(( 16 * NGPU < $(nproc) ? 16 * NGPU : $(nproc) ))}
+launched=0
+on_next_gpu() {  # on_next_gpu: the subshell about to start runs on the next GPU in turn
+  if [ "$NGPU" -gt 1 ]; then
+    local visible; IFS=, read -ra visible <<< "${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((NGPU - 1)))}"
+    GPU_FOR_NEXT=${visible[$((launched % NGPU))]}
+  fi
+  launched=$((launched + 1))
+}
 SHARD_TIMEOUT=${SHARD_TIMEOUT:-560}
 RECHECK=${RECHECK:-1}
-RECHECK_CHUNK=${RECHECK_CHUNK:-10}
+RECHECK_CHUNK=${RECHECK_CHUNK:-5}
 # Two tests need a torch newer than 2.11 (see the upstream folder's README).
 DESELECT="not saved_activation_not_static and not no_partition_keeps_static"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -82,7 +93,9 @@ for cfg in $CONFIGS; do
     if [ -s "$dir/junit-$k.xml" ]; then echo "[$cfg] shard $k done earlier, kept"; continue; fi
     mkdir -p "$dir"
     while [ "$(jobs -rp | wc -l)" -ge "$PROCS" ]; do sleep 2; done
+    on_next_gpu
     (
+      [ -n "${GPU_FOR_NEXT:-}" ] && export CUDA_VISIBLE_DEVICES=$GPU_FOR_NEXT
       # a fresh SCG decision cache and report per configuration and shard: no decision is shared
       export GRACE_SCG_CACHE_DIR="$PWD/$dir/scg-cache-$k" GRACE_SCG_REPORT="$PWD/$dir/scg-report-$k.json"
       # and Inductor's caches of its own: their keys do not hold GraCE's switches, so configurations
@@ -116,7 +129,9 @@ if [ "$RECHECK" = 1 ] && [ -d "$RAW/stock" ]; then
       k=$(printf '%02d' $((i / $RECHECK_CHUNK)))
       [ -f "$dir/recheck-$k.log" ] && grep -q '^exit ' "$dir/recheck-$k.log" && continue
       while [ "$(jobs -rp | wc -l)" -ge "$PROCS" ]; do sleep 2; done
+      on_next_gpu
       (
+        [ -n "${GPU_FOR_NEXT:-}" ] && export CUDA_VISIBLE_DEVICES=$GPU_FOR_NEXT
         export GRACE_SCG_CACHE_DIR="$PWD/$dir/scg-cache-recheck-$k"
         export TORCHINDUCTOR_CACHE_DIR="/tmp/grace-upstream-inductor/$RUN_ID/$cfg-recheck-$k"
         export GRACE_UPSTREAM_RECHECK_OUT="$PWD/$dir/recheck-$k.jsonl"

@@ -487,3 +487,27 @@ def test_a_resumed_run_keeps_its_results_and_adds_new_seeds(tmp_path: Path) -> N
     other = _run_cli(tmp_path, "--configs", "stock", "--programs", "1", "--max-steps", "3", "--resume",
                      "--backend", "eager", timeout=60)
     assert other.returncode == 2 and "was run with other configs" in other.stderr
+
+
+def test_children_take_the_visible_gpus_in_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine of several GPUs each child runs on one of them, in turn; with one GPU, or
+    on the CPU, a child's environment names none."""
+    from grace.difftest import runner
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert runner.visible_gpus("cuda") == ["2", "5"] and runner.visible_gpus("cpu") == []
+    started: list[str | None] = []
+
+    class FakeProcess:
+        def __init__(self, cmd: list[str], env: dict[str, str], **kwargs: Any) -> None:
+            started.append(env.get("CUDA_VISIBLE_DEVICES"))
+
+    monkeypatch.setattr(runner.subprocess, "Popen", FakeProcess)
+    campaign = runner.Campaign(runner.Settings(configs=["stock", "all"], out=tmp_path / "two", jobs=3))
+    for config in ("stock", "all", "stock"):
+        campaign.start(7, config)
+    assert started == ["2", "5", "2"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4")
+    started.clear()
+    runner.Campaign(runner.Settings(configs=["stock"], out=tmp_path / "one")).start(7, "stock")
+    assert started == ["4"], "one GPU: the caller's choice, unchanged"

@@ -86,9 +86,25 @@ def replay_command(seed: int, config: str, settings: Settings) -> str:
     return f"{env} python -m grace.difftest {' '.join(shlex.quote(a) for a in child_args(seed, settings))}"
 
 
-def child_env(config: str, scratch: Path) -> dict[str, str]:
+def visible_gpus(device: str) -> list[str]:
+    """The GPUs children take in turn, as ``CUDA_VISIBLE_DEVICES`` names them; none off CUDA."""
+    if not device.startswith("cuda"):
+        return []
+    named = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if named is not None:
+        return [g.strip() for g in named.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def child_env(config: str, scratch: Path, gpu: str | None = None) -> dict[str, str]:
+    """A child's environment: the configuration's switches, its own scratch caches, and with
+    ``gpu`` that one GPU alone."""
     env = dict(os.environ)
     env.update(CONFIGURATIONS[config])
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
@@ -325,6 +341,8 @@ class Campaign:
             write_settings(self.out / "settings.json", self.settings)
         self.t0 = time.monotonic()
         self.last_progress = self.t0
+        self.gpus = visible_gpus(self.settings.device)  # children take them in turn
+        self.children_started = 0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -400,8 +418,10 @@ class Campaign:
         scratch.mkdir(parents=True, exist_ok=True)
         log_file = log.open("w")
         cmd = [sys.executable, "-m", "grace.difftest", *child_args(seed, self.settings)]
+        gpu = self.gpus[self.children_started % len(self.gpus)] if len(self.gpus) > 1 else None
+        self.children_started += 1
         process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                                   env=child_env(config, scratch), start_new_session=True)
+                                   env=child_env(config, scratch, gpu), start_new_session=True)
         self.running.append(Child(seed, config, process, time.monotonic(), log, log_file, scratch))
 
     def poll(self) -> None:
