@@ -23,8 +23,7 @@ experiments:
 	bash scripts/run_single_gpu_experiments.sh
 
 figures:
-	bash scripts/generate_figure10.sh
-	bash scripts/generate_figure11.sh
+	bash scripts/generate_single_gpu_figures.sh
 
 clean:
 	rm -rf .grace-python .pytest_cache

@@ -80,7 +80,7 @@ def test_tables23_also_reads_later_runs_whose_rows_replace_the_first_runs(tmp_pa
     tables = tmp_path / "tables"
     assert main(["tables23", "--experiment", "tables23", "--run-id", "first", "--also", "gpu_checks/later",
                  "--results-dir", str(results), "--tables-dir", str(tables)]) == 0
-    with open(tables / "table3_pi_copy.csv") as f:
+    with open(tables / "table3_pi_copy_debug.csv") as f:
         by_workload = {r["workload"]: r for r in csv.DictReader(f)}
     assert by_workload["EOS"]["run_id"] == "first" and by_workload["EOS"]["peak_mem_bytes_pt2_cg"] == ""
     assert by_workload["DR-I"]["run_id"] == "later" and by_workload["DR-I"]["copy_bytes_grace"] == "0"
@@ -91,6 +91,23 @@ def test_tables23_also_reads_later_runs_whose_rows_replace_the_first_runs(tmp_pa
     assert "expected EXPERIMENT/RUN_ID" in capsys.readouterr().err
     assert main(["tables23", "--experiment", "tables23", "--run-id", "first", "--also", "gpu_checks/none",
                  "--results-dir", str(results), "--tables-dir", str(tables)]) == 2
+
+
+def test_the_artifacts_table2_and_table3_reports_write_their_own_table_only(tmp_path, capsys) -> None:
+    from grace.report.__main__ import main
+
+    summary = {"graphs": 1, "graphs_with_pi": 1, "copy_bytes_pt2_cg": 64, "copy_bytes_grace": 0,
+               "pointers_per_replay": 1}
+    results, tables = tmp_path / "results", tmp_path / "tables"
+    _write_run(results, "table3", "r", [{**_row("pt2-cg", pi=None), "workload": "EOS"},
+                                        {**_row("grace-cgct-pi", pi={"summary": summary}), "workload": "EOS"}])
+    assert main(["table3", "--experiment", "table3", "--run-id", "r",
+                 "--results-dir", str(results), "--tables-dir", str(tables)]) == 0
+    assert sorted(p.name for p in tables.iterdir()) == ["table3_pi_copy_debug.csv"]
+    assert main(["table2", "--experiment", "table3", "--run-id", "r",
+                 "--results-dir", str(results), "--tables-dir", str(tables)]) == 0
+    assert "no rows for table2_cgct_coverage.csv" in capsys.readouterr().out, "no coverage in a Table 3 run"
+    assert sorted(p.name for p in tables.iterdir()) == ["table3_pi_copy_debug.csv"]
 
 
 def test_release_cached_memory_reports_what_empty_cache_gave_back(monkeypatch) -> None:

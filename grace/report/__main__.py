@@ -1,4 +1,4 @@
-"""``python -m grace.report figure10|figure11|scg|baseline|tables23|figure9|figure12``: figures and tables from a run's rows.
+"""``python -m grace.report figure10|figure11|scg|baseline|tables23|table2|table3|figure9|figure12``: figures and tables from a run's rows.
 
 ``figure10``/``figure11`` draw the speedup figures and print the speedups. ``scg`` writes SCG's
 decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
@@ -6,7 +6,8 @@ decision tables (Table 4), the never-slower comparison and Figure 13 (compile ti
 ``baseline_pt2.csv`` (stock PT2 on every workload: times, compile times, graphs, skip reasons)
 and its figure. ``tables23`` writes Table 2 (share of kernels in CUDA graphs, from rows of a run
 made with ``--coverage``) and Table 3 (bytes copied per replay with and without PI), each row
-naming its run; ``--also`` adds later runs' rows, which replace the first run's. ``figure9``
+naming its run; ``--also`` adds later runs' rows, which replace the first run's; ``table2`` and
+``table3`` write one of them, from the runs of the artifact's scripts of those names. ``figure9``
 draws per-iteration time against the number of indirected parameters (``--workloads figure9``).
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
@@ -24,7 +25,10 @@ from typing import Sequence
 from grace.log import get_logger
 from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
-FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "figure9", "figure12")
+FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "table2", "table3", "figure9", "figure12")
+# The tables each of tables23, table2 and table3 writes, by file name in --tables-dir.
+TABLE_FILES = {"table2": "table2_cgct_coverage.csv", "table3": "table3_pi_copy_debug.csv"}
+TABLES_OF = {"tables23": ("table2", "table3"), "table2": ("table2",), "table3": ("table3",)}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -97,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {out}")
         print(records_io.format_rows(recs))
         return 0
-    if args.figure == "tables23":
+    if args.figure in TABLES_OF:
         try:
             for spec in args.also:
                 experiment, sep, run_id = spec.partition("/")
@@ -107,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except figures.ReportError as e:
             print(f"grace.report: {e}", file=sys.stderr)
             return 2
-        return tables23_report(rows, args)
+        return tables_report(rows, args, TABLES_OF[args.figure])
     if args.figure == "scg":
         second = figures.load_run(args.experiment, args.second_run_id, args.results_dir) if args.second_run_id else None
         return scg_report(rows, second, args)
@@ -170,22 +174,22 @@ def scg_report(rows: list[dict], second: list[dict] | None, args: argparse.Names
     return 0
 
 
-def tables23_report(rows: list[dict], args: argparse.Namespace) -> int:
+def tables_report(rows: list[dict], args: argparse.Namespace, tables: Sequence[str]) -> int:
+    """Tables 2 and/or 3 from the rows, each to its file in ``args.tables_dir``."""
     from grace.report import cgct_pi
     from grace.report import records as records_io
 
-    outputs = {args.tables_dir / "table2_cgct_coverage.csv": cgct_pi.table2(rows),
-               args.tables_dir / "table3_pi_copy.csv": cgct_pi.table3(rows)}
-    for path, records in outputs.items():
+    build = {"table2": cgct_pi.table2, "table3": cgct_pi.table3}
+    for table in tables:
+        path, records = args.tables_dir / TABLE_FILES[table], build[table](rows)
         if not records:
             print(f"grace.report: no rows for {path.name} in this run "
-                  f"({'run the bench with --coverage N' if 'table2' in path.name else 'no graph used PI'})")
+                  f"({'run the bench with --coverage N' if table == 'table2' else 'no graph used PI'})")
             continue
         print(f"wrote {records_io.write_csv(path, records)}")
         print(records_io.format_rows(records))
         print()
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

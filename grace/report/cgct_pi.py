@@ -4,7 +4,7 @@
   profiled iterations and the share launched by CUDA graph replays (rows of a run made with
   ``python -m grace.bench --coverage N``), for PT2-CG and the GraCE modes; and the mode's
   compile time with what it adds to PT2-CG's in the same run (warm-up included, as measured).
-- ``tables/table3_pi_copy.csv``: per workload, for each mode with parameter indirection, the
+- ``tables/table3_pi_copy_debug.csv`` (the artifact's name): per workload, for each mode with parameter indirection, the
   bytes PT2-CG copies per replay for the same graphs, the bytes still copied (pointer tables
   included), the pointers written per replay, the graphs that use PI, the peak memory of a
   timed iteration (allocator statistics, which do not see graph pools) and the bytes of the
