@@ -251,7 +251,8 @@ def test_every_field_of_the_workers_summary_reaches_the_row() -> None:
     source = inspect.getsource(worker.Case.summary)
     sent = set(re.findall(r'^\s*"(\w+)":', source, re.M)) - {"summary", "graphs", "ok", "fallback_random",
                                                                "checked", "max_rel_err", "tolerance", "detail",
-                                                               "fp64_arbitrated", "no_fp64_reference"}
+                                                               "fp64_arbitrated", "no_fp64_reference",
+                                                               "errors_by_sample"}
     assert sent and sent <= set(runner.SUMMARY_KEYS), sent - set(runner.SUMMARY_KEYS)
     row = runner.base_row(Settings(experiment="x", run_id="y"), Target(get("micro-mlp2"), 4), MODES["pt2-cg"])
     assert set(runner.SUMMARY_KEYS) <= set(row), "every summary field has a place in every row, error rows too"

@@ -354,3 +354,33 @@ def test_baseline_table_keeps_listed_workloads_the_run_never_reached(tmp_path: P
     assert dr["eager_status"] == dr["pt2_nocg_status"] == dr["pt2_cg_status"] == "not run"
     assert dr["cg_over_nocg"] is None and dr["errors"] == ""
     assert records[1]["pt2_cg_status"] == "ok"
+
+
+# --- judging against PT2-NoCG where eager is no reference ------------------------------------
+
+
+def _judged_row(mode: str, status: str, errors: dict[str, float] | None, base_us: float) -> dict:
+    return {"workload": "VM", "mode": mode, "status": status, "samples_us": [base_us] * 5,
+            "check": {"errors_by_sample": errors} if errors is not None else {}}
+
+
+def test_where_pt2_nocg_differs_from_eager_a_mode_no_further_from_it_is_judged_right():
+    from grace.report.judge import NOCG_REFERENCE, judged_status
+
+    nocg = _judged_row("pt2-nocg", "mismatch", {"0": 0.2, "1": 0.3}, 400.0)
+    close = _judged_row("grace", "mismatch", {"0": 0.25, "1": 0.3}, 100.0)
+    far = _judged_row("pt2-cg", "mismatch", {"0": 0.2, "1": 3.0}, 200.0)
+    assert judged_status(close, nocg) == NOCG_REFERENCE
+    assert judged_status(far, nocg) == "mismatch", "one sample ten times further than PT2-NoCG's"
+    assert judged_status(nocg, nocg) == NOCG_REFERENCE, "PT2-NoCG is the reference itself"
+    assert judged_status(_judged_row("grace", "mismatch", None, 1.0), nocg) == "mismatch", "no errors: no judging"
+    assert judged_status(_judged_row("grace", "mismatch", {"0": float("nan")}, 1.0),
+                         _judged_row("pt2-nocg", "mismatch", {"0": 1.0}, 1.0)) == "mismatch"
+    eager_ok = _judged_row("pt2-nocg", "ok", {"0": 0.0}, 400.0)
+    assert judged_status(close, eager_ok) == "mismatch", "PT2-NoCG matched eager: eager stays the reference"
+    assert judged_status(_judged_row("grace", "error", None, 1.0), nocg) == "error"
+
+    cells = by_key(speedup_cells([nocg, close, far], ["pt2-cg", "grace"]))
+    assert cells[("VM", "grace")].ok and cells[("VM", "grace")].speedup == pytest.approx(4.0)
+    assert cells[("VM", "grace")].reference == "pt2-nocg"
+    assert cells[("VM", "pt2-cg")].status == "mismatch" and not cells[("VM", "pt2-cg")].ok

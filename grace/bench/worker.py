@@ -112,6 +112,7 @@ class Case:
             torch.compile(model, mode=mode.compile_mode) if mode.compiled else model)
         self.checked = 0
         self.worst_error = 0.0
+        self.errors_by_sample: dict[str, float | str] = {}  # for judging against PT2-NoCG (grace.report.judge)
         self.mismatches: list[str] = []
         self.peak_mem = 0
         self.tolerance = 0.0
@@ -259,6 +260,7 @@ class Case:
             mismatches = self._arbitrate(sample, out, ref, training, mismatches)
         self.checked += 1
         self.worst_error = max(self.worst_error, err)
+        self.errors_by_sample[str(sample)] = err if err != float("inf") else "inf"
         self.tolerance = max(self.tolerance, check.tolerance_for(ref, training))
         for m in mismatches:
             if len(self.mismatches) < 5:
@@ -323,6 +325,7 @@ class Case:
                 "fallback_random": self.workload.stochastic and self.mode.compiled,
                 "checked": self.checked,
                 "max_rel_err": self.worst_error if self.worst_error != float("inf") else "inf",
+                "errors_by_sample": self.errors_by_sample,
                 "tolerance": self.tolerance,
                 "detail": "; ".join(self.mismatches),
                 "fp64_arbitrated": self.fp64_arbitrated,

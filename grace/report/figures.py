@@ -6,10 +6,12 @@ therefore the ratio of the two medians, and its spread is taken from the *paired
 ratios ``nocg[r] / mode[r]`` (p10..p90), which cancels drift that unpaired percentiles would
 show as noise.
 
-Only rows with status ``ok`` (outputs matched eager) become bars. ``mismatch``, ``error`` and
-``timeout`` rows, and workloads without an ok PT2-NoCG baseline, are written to the CSV with an
-empty speedup and drawn as a short text annotation, never as a bar. Geomeans use only workloads
-where both the mode and the baseline are ok.
+Only rows whose outputs are right become bars: they matched eager, or, on a workload where
+PT2-NoCG itself differs from eager, were no further from it than PT2-NoCG
+(:mod:`grace.report.judge`; such bars are hatched and their CSV rows say ``pt2-nocg`` as the
+reference). ``mismatch``, ``error`` and ``timeout`` rows, and workloads without a usable PT2-NoCG
+baseline, are written to the CSV with an empty speedup and drawn as a short text annotation,
+never as a bar. Geomeans use only workloads where both the mode and the baseline have bars.
 
 This module imports no torch: figures can be redrawn anywhere from ``rows.jsonl``.
 """
@@ -30,6 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
+from grace.report.judge import NOCG_REFERENCE, judged_status
 from grace.stats import percentile
 from grace.paths import FIGURES_DIR, RESULTS_DIR
 
@@ -68,6 +71,7 @@ class Cell:
     p10: float | None = None
     p90: float | None = None
     ratios: tuple[float, ...] = ()  # paired per-round ratios, for the geomean's spread
+    reference: str = "eager"  # what its outputs were judged against: eager, or pt2-nocg (judge)
 
     @property
     def ok(self) -> bool:
@@ -147,17 +151,19 @@ def index_rows(rows: Iterable[dict]) -> dict[tuple[str, str], dict]:
 
 def speedup_cell(workload: str, mode: str, row: dict, baseline: dict | None) -> Cell:
     """Speedup of ``row`` over the PT2-NoCG ``baseline`` row of the same workload."""
-    if row.get("status") != OK:
-        return Cell(workload, mode, str(row.get("status") or "error"))
-    if baseline is None or baseline.get("status") != OK:
+    status = judged_status(row, baseline)
+    if status not in (OK, NOCG_REFERENCE):
+        return Cell(workload, mode, status)
+    if baseline is None or judged_status(baseline, baseline) not in (OK, NOCG_REFERENCE):
         return Cell(workload, mode, NO_BASELINE)
+    reference = "pt2-nocg" if NOCG_REFERENCE in (status, judged_status(baseline, baseline)) else "eager"
     samples, base = row.get("samples_us") or [], baseline.get("samples_us") or []
     if not samples or not base:
         return Cell(workload, mode, NO_SAMPLES)
     ratios = paired_ratios(base, samples)
     m, b = median(samples), median(base)
     return Cell(workload, mode, OK, m, b, b / m, percentile(ratios, 10), percentile(ratios, 90),
-                tuple(ratios))
+                tuple(ratios), reference)
 
 
 def speedup_cells(rows: Sequence[dict], modes: Iterable[str]) -> list[Cell]:
@@ -276,6 +282,7 @@ def _draw_cell(ax: Axes, x: float, width: float, cell: Cell, color: str, label: 
         return
     ax.bar(x, cell.speedup, width, color=color, edgecolor="black", linewidth=0.5,
            label=label, yerr=_yerr(cell), capsize=2, error_kw={"linewidth": 0.8})
+    _mark_reference(ax, x, width, cell)
     if cell.workload == GEOMEAN:
         _label_value(ax, x, cell)
 
@@ -304,8 +311,16 @@ def _draw_stacked_cell(ax: Axes, x: float, width: float, cell: Cell, cg: float |
                       linewidth=1.2, label="PT2-CG (above the variant)")
     ax.errorbar(x, cell.speedup, yerr=_yerr(cell), fmt="none", ecolor="black", capsize=2,
                 linewidth=0.8)
+    _mark_reference(ax, x, width, cell)
     if cell.workload == GEOMEAN:
         _label_value(ax, x, cell)
+
+
+def _mark_reference(ax: Axes, x: float, width: float, cell: Cell) -> None:
+    """Cross-hatch a bar whose outputs were judged against PT2-NoCG, not eager."""
+    if cell.reference == "pt2-nocg":
+        ax.bar(x, cell.speedup, width, fill=False, hatch="xx", edgecolor="#b2182b", linewidth=0,
+               label="judged against PT2-NoCG (eager differs for it too)")
 
 
 def _yerr(cell: Cell) -> list[list[float]]:
@@ -372,21 +387,21 @@ def _save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
 
 def _fig10_header() -> list[str]:
     return ["workload", "mode", "status", "median_us", "nocg_median_us", "speedup",
-            "speedup_p10", "speedup_p90"]
+            "speedup_p10", "speedup_p90", "reference"]
 
 
 def _fig10_record(c: Cell) -> list[Any]:
     return [c.workload, c.mode, c.status, _num(c.median_us), _num(c.nocg_median_us),
-            _num(c.speedup), _num(c.p10), _num(c.p90)]
+            _num(c.speedup), _num(c.p10), _num(c.p90), c.reference if c.ok else ""]
 
 
 def _fig11_header() -> list[str]:
-    return ["workload", "variant", "status", "speedup", "pt2_cg_speedup", "p10", "p90"]
+    return ["workload", "variant", "status", "speedup", "pt2_cg_speedup", "p10", "p90", "reference"]
 
 
 def _fig11_record(c: Cell, cg: float | None) -> list[Any]:
     return [c.workload, FIG11_MODES[c.mode], c.status, _num(c.speedup), _num(cg),
-            _num(c.p10), _num(c.p90)]
+            _num(c.p10), _num(c.p90), c.reference if c.ok else ""]
 
 
 def _num(value: float | None) -> str:
