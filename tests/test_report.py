@@ -384,3 +384,18 @@ def test_where_pt2_nocg_differs_from_eager_a_mode_no_further_from_it_is_judged_r
     assert cells[("VM", "grace")].ok and cells[("VM", "grace")].speedup == pytest.approx(4.0)
     assert cells[("VM", "grace")].reference == "pt2-nocg"
     assert cells[("VM", "pt2-cg")].status == "mismatch" and not cells[("VM", "pt2-cg")].ok
+
+
+def test_figure13_stacks_gracess_compile_time_by_optimization_where_the_run_has_each_mode(tmp_path: Path) -> None:
+    from grace.report import scg
+
+    rows = [_scg_row("mlp", "pt2-cg", 300.0, 4.0), _scg_row("mlp", "grace-cgct", 300.0, 4.4),
+            _scg_row("mlp", "grace-cgct-pi", 300.0, 4.2), _scg_row("mlp", "grace", 300.0, 6.0, []),
+            _scg_row("eos", "pt2-cg", 78.0, 3.0), _scg_row("eos", "grace", 40.0, 3.3, [])]
+    co = {r["workload"]: r for r in scg.compile_overhead(rows)}
+    assert (co["mlp"]["cgct_norm"], co["mlp"]["cgct_pi_norm"], co["mlp"]["grace_first_norm"]) == (1.1, 1.05, 1.5)
+    segments = scg._stacked_segments(co["mlp"])
+    assert [(label, round(bottom, 3), round(height, 3)) for label, _, bottom, height in segments] == [
+        ("CGCT", 1.0, 0.1), ("+PI", 1.1, 0.0), ("+SCG", 1.1, 0.4)], "PI compiled faster than CGCT: nothing drawn for it"
+    assert co["eos"]["cgct_norm"] is None and scg._stacked_segments(co["eos"]) is None, "the SCG sweep has no CGCT modes"
+    assert all(p.stat().st_size > 0 for p in scg.draw_figure13(list(co.values()), tmp_path))

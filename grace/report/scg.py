@@ -9,6 +9,8 @@
 - ``figures/figure13.{pdf,png}`` and ``results/processed/figure13.csv``: compile time (the
   warm-up: compilation, graph capture and SCG's profiling) of GraCE normalized to PT2-CG's, for
   the first run (decision cache empty) and, if given, a second run (cache filled by the first).
+  Where the run also has GraCE-CGCT and GraCE-CGCT-PI (the Figure 11 sweep), the first run's bar
+  is stacked by optimization: what CGCT, then PI, then SCG add to PT2-CG's compile time.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ def compile_overhead(first: Sequence[dict], second: Sequence[dict] | None = None
             "grace_first_norm": _r(g1["compile_s"] / cg["compile_s"]),
             "scg_profile_first_s": _r((g1.get("scg") or {}).get("summary", {}).get("profile_s", 0.0)),
             "pt2_cg_second_s": None, "grace_second_s": None, "grace_second_norm": None, "scg_profile_second_s": None,
+            **_by_optimization(cg, a.get((w, "grace-cgct")), a.get((w, "grace-cgct-pi"))),
         }
         if g2 and g2.get("compile_s") is not None:
             base = cg2["compile_s"] if cg2 and cg2.get("compile_s") else cg["compile_s"]
@@ -101,6 +104,32 @@ def compile_overhead(first: Sequence[dict], second: Sequence[dict] | None = None
                        scg_profile_second_s=_r((g2.get("scg") or {}).get("summary", {}).get("profile_s", 0.0)))
         out.append(rec)
     return out
+
+
+STACK = (("cgct_norm", "CGCT", "#9ecae1"), ("cgct_pi_norm", "+PI", "#4292c6"), ("grace_first_norm", "+SCG", "#08519c"))
+
+
+def _by_optimization(cg: dict, cgct: dict | None, cgct_pi: dict | None) -> dict[str, float | None]:
+    """Compile seconds of GraCE-CGCT and GraCE-CGCT-PI over PT2-CG's, where the run has them."""
+    def norm(row: dict | None) -> float | None:
+        return None if not row or row.get("compile_s") is None else _r(row["compile_s"] / cg["compile_s"])
+
+    return {"cgct_norm": norm(cgct), "cgct_pi_norm": norm(cgct_pi)}
+
+
+def _stacked_segments(record: dict[str, Any]) -> list[tuple[str, str, float, float]] | None:
+    """(label, colour, bottom, height) of GraCE's first-run bar by optimization, each segment what
+    that optimization adds over the previous mode (none drawn where it compiled faster); None
+    without the CGCT and CGCT-PI modes."""
+    levels = [record.get(key) for key, _, _ in STACK]
+    if any(v is None for v in levels):
+        return None
+    segments, bottom = [], 1.0
+    for (_, label, colour), level in zip(STACK, levels):
+        top = max(bottom, level)
+        segments.append((label, colour, bottom, top - bottom))
+        bottom = top
+    return segments
 
 
 def draw_figure13(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
@@ -114,7 +143,14 @@ def draw_figure13(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path
     width = 0.27
     ax.bar([x - width for x in xs], [1.0] * len(records), width, color="#9e9e9e", label="PyTorch2-CG")
     first = [r["grace_first_norm"] for r in records]
-    ax.bar(list(xs), first, width, color="#08519c", label="GraCE, first run")
+    for x, r in zip(xs, records):
+        segments = _stacked_segments(r)
+        if segments is None:
+            ax.bar(x, r["grace_first_norm"], width, color="#08519c", label="GraCE, first run")
+            continue
+        ax.bar(x, 1.0, width, color="#d9d9d9", label="GraCE: PT2-CG's compile")
+        for label, colour, bottom, height in segments:
+            ax.bar(x, height, width, bottom=bottom, color=colour, label=f"GraCE: {label} adds")
     second = [r["grace_second_norm"] for r in records]
     if any(v is not None for v in second):
         ax.bar([x + width for x in xs], [v or 0.0 for v in second], width, color="#6baed6",
@@ -127,7 +163,9 @@ def draw_figure13(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path
     ax.set_ylabel("compile time / PyTorch2-CG\n(of the same run)")
     ax.axhline(1.0, color="black", linewidth=0.6)
     ax.set_ylim(0, max([1.0] + [v for v in first + second if v is not None]) * 1.45)
-    ax.legend(fontsize=7, loc="upper left", ncol=3)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left", ncol=3)
     ax.set_title("Figure 13: compilation time (warm-up incl. graph capture and SCG profiling)", fontsize=9)
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
