@@ -56,6 +56,11 @@ scg: bool = Config(default=True, env_name_default="GRACE_SCG")
 # every function recorded.
 scg_force: str = Config(default="", env_name_default="GRACE_SCG_FORCE")
 
+# The PI strategies SCG profiles as further choices for each candidate graph, comma-separated
+# ("ptx,prelude,exec-update"); "" profiles grace.config.pi_strategy alone. Each strategy records
+# the graph once more on a private tree at capture; the fastest choice is deployed and cached.
+scg_pi_strategies: str = Config(default="", env_name_default="GRACE_SCG_PI_STRATEGIES")
+
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved
 # rounds, timed calls per choice per round; and the margin by which a more involved choice must
 # beat a simpler one's median to replace it (grace.scg.choose). The defaults are those modules'.

@@ -411,3 +411,63 @@ def test_a_graph_that_launches_collectives_keeps_its_graph_on_every_rank_unprofi
         PyCodeCache.modules.remove(module)
     assert record.choice == Choice.GRAPH.value and record.source == "rule"
     assert "all_reduce_" in record.reason and "collectives" in record.reason
+
+
+def test_scg_profiles_the_pi_strategies_it_is_given_and_records_with_the_one_it_chose() -> None:
+    import grace.config
+    from grace.scg import tree_hook
+    from grace.scg.choose import pi_choice
+
+    with grace.config.patch(pi_strategy="ptx", scg_pi_strategies=""):
+        assert tree_hook.profiled_strategies() == ("ptx",), "by default the configured strategy alone"
+    with grace.config.patch(scg_pi_strategies="prelude, ptx,prelude"):
+        assert tree_hook.profiled_strategies() == ("prelude", "ptx")
+    with grace.config.patch(scg_pi_strategies="ptx,fast"), pytest.raises(ValueError, match="'fast'"):
+        tree_hook.profiled_strategies()
+    assert pi_choice("exec-update") is Choice.GRAPH_PI_EXEC_UPDATE
+
+    manager = type("Manager", (), {})()
+    tree_hook._decided[manager] = {"f_pre": Choice.GRAPH_PI_PRELUDE, "f_exec": Choice.GRAPH_PI_EXEC_UPDATE,
+                                   "f_copy": Choice.GRAPH}
+    tree_hook._pi_measured[manager] = {"f_pre", "f_exec", "f_copy"}
+    with grace.config.patch(pi=True, pi_strategy="ptx"):
+        with tree_hook.recording_config(manager, "f_pre"):
+            assert grace.config.pi and grace.config.pi_strategy == "prelude"
+        with tree_hook.recording_config(manager, "f_exec"):
+            assert grace.config.pi and grace.config.pi_strategy == "exec-update"
+        with tree_hook.recording_config(manager, "f_copy"):
+            assert not grace.config.pi
+        assert grace.config.pi_strategy == "ptx"
+
+
+def test_among_pi_strategies_the_simplest_within_the_margin_wins_and_force_takes_the_fastest_graph() -> None:
+    from grace.scg.choose import forced
+
+    samples = {G: [100.0] * 3, P: [80.0] * 3, Choice.GRAPH_PI_PRELUDE: [79.0] * 3,
+               Choice.GRAPH_PI_EXEC_UPDATE: [60.0] * 3}
+    assert decide(samples, margin=0.03).choice is Choice.GRAPH_PI_EXEC_UPDATE
+    samples[Choice.GRAPH_PI_EXEC_UPDATE] = [78.5] * 3
+    assert decide(samples, margin=0.03).choice is P, "within 3% of ptx: ptx, the simplest PI"
+    medians = {G: 10.0, P: 9.0, Choice.GRAPH_PI_PRELUDE: 7.0}
+    assert forced(Choice.NO_GRAPH, "graph", medians) is Choice.GRAPH_PI_PRELUDE
+
+
+def test_decisions_made_with_other_pi_strategies_profiled_are_cached_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import torch
+
+    import grace.config
+    from grace.scg import tree_hook
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "a GPU")
+    monkeypatch.setattr(tree_hook, "_driver_version", lambda: "580")
+    candidate = types.SimpleNamespace(code_sha256="abc", inputs=())
+    with grace.config.patch(pi=True, pi_strategy="ptx", scg_pi_strategies=""):
+        one = tree_hook._cache_key(candidate, 0)
+    with grace.config.patch(pi=True, scg_pi_strategies="ptx,prelude"):
+        both = tree_hook._cache_key(candidate, 0)
+    with grace.config.patch(pi=False, scg_pi_strategies="ptx,prelude"):
+        off = tree_hook._cache_key(candidate, 0)
+    assert one.grace.endswith("+pi:ptx") and both.grace.endswith("+pi:ptx,prelude")
+    assert len({one, both, off}) == 3

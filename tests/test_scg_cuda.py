@@ -247,6 +247,45 @@ def test_real_profile_times_both_choices_and_keeps_outputs_right(scg: Any) -> No
     assert all(r.copied_bytes > 0 for r in records)  # EOS's inputs are copied before each replay
 
 
+def test_scg_measures_each_pi_strategy_and_the_graph_records_with_the_chosen_one(scg: Any) -> None:
+    """With several PI strategies to profile, each is timed as a choice on a private tree, and
+    the graph recorded in the real tree uses the strategy decided (or none); outputs stay right."""
+    import grace.config
+    from grace import trees
+    from grace.bench.workloads import get
+    from grace.pi import report as pi_report
+    from grace.scg import report
+    from grace.scg.choose import PI_STRATEGY, Choice
+
+    pi_report.reset()
+    if not grace.config.pi:
+        pytest.skip("PI is off here")
+    workload = get("micro-eos")
+    torch.manual_seed(0)
+    model = workload.build("cuda", 4096, "tiny")
+    with grace.config.patch(scg_pi_strategies="ptx,prelude,exec-update"):
+        compiled = torch.compile(model, mode="reduce-overhead")
+        with torch.no_grad():
+            for sample in range(4):
+                inputs = workload.inputs(model, sample, "cuda", 4096, "tiny")
+                torch.testing.assert_close(compiled(*inputs), model(*inputs))
+    (record,) = report.records()
+    assert set(record.medians_us) == {"no-graph", "graph", "graph-pi", "graph-pi-prelude", "graph-pi-exec-update"}, \
+        "every strategy indirects EOS's inputs, so each is timed"
+    nodes = trees.nodes(_tree())
+    if record.choice == "no-graph":
+        assert nodes == []
+        return
+    (node,) = nodes
+    chosen = Choice(record.choice)
+    if chosen in PI_STRATEGY:
+        assert node.grace_pi is not None and node.grace_pi.plan.indirected
+        (deployed,) = pi_report.records()  # the profile's own recordings are not reported
+        assert deployed.strategy == PI_STRATEGY[chosen], (deployed.strategy, chosen)
+    else:
+        assert node.grace_pi is None, "the graph without PI was faster: recorded with copies"
+
+
 def test_switch_off_is_stock(scg: Any) -> None:
     import grace.config
     from grace.scg import report

@@ -53,6 +53,8 @@ def decisions(rows: Sequence[dict]) -> list[dict[str, Any]]:
                         "kernels": len(g["kernels"]), "copied_inputs": g["copied_inputs"],
                         "copied_bytes": g["copied_bytes"], "no_graph_us": _r(m.get("no-graph")),
                         "graph_us": _r(m.get("graph")), "graph_pi_us": _r(m.get("graph-pi")),
+                        "graph_pi_prelude_us": _r(m.get("graph-pi-prelude")),
+                        "graph_pi_exec_update_us": _r(m.get("graph-pi-exec-update")),
                         "choice": g["choice"], "source": g["source"], "profile_s": round(g["profile_s"], 4)})
     return out
 

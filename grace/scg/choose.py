@@ -1,4 +1,4 @@
-"""Choosing among no graph, graph, and graph with parameter indirection, from trial timings.
+"""Choosing among no graph, graph, and graph with parameter indirection (by strategy), from trial timings.
 
 The choices are ordered from simplest to most involved. The simplest is the incumbent, and a
 more involved choice replaces it only when its median is faster by more than ``margin``: a tie
@@ -20,10 +20,29 @@ DEFAULT_MARGIN = 0.03
 class Choice(enum.Enum):
     NO_GRAPH = "no-graph"  # run the partition's compiled code directly, between neighbours' replays
     GRAPH = "graph"  # a CUDA graph with input copies, as PT2-CG records it
-    GRAPH_PI = "graph-pi"  # a CUDA graph whose external inputs are reached through pointers
+    # A CUDA graph whose external inputs are reached through pointers, by PI strategy
+    # (grace.config.pi_strategy): Triton kernels reading a pointer table; a prelude kernel
+    # rewriting kernel arguments on the device; the host rewriting them in the instantiated graph.
+    GRAPH_PI = "graph-pi"
+    GRAPH_PI_PRELUDE = "graph-pi-prelude"
+    GRAPH_PI_EXEC_UPDATE = "graph-pi-exec-update"
 
 
-SIMPLICITY: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI)
+# Simplest first: a more involved choice must beat every simpler one by the margin.
+SIMPLICITY: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI, Choice.GRAPH_PI_PRELUDE,
+                                  Choice.GRAPH_PI_EXEC_UPDATE)
+# The PI strategy of each choice that records with PI.
+PI_STRATEGY: dict[Choice, str] = {Choice.GRAPH_PI: "ptx", Choice.GRAPH_PI_PRELUDE: "prelude",
+                                  Choice.GRAPH_PI_EXEC_UPDATE: "exec-update"}
+GRAPHS: tuple[Choice, ...] = (Choice.GRAPH, *PI_STRATEGY)
+
+
+def pi_choice(strategy: str) -> Choice:
+    """The choice that records with PI under ``strategy``."""
+    for choice, name in PI_STRATEGY.items():
+        if name == strategy:
+            return choice
+    raise ValueError(f"no SCG choice for PI strategy {strategy!r}; known: {', '.join(PI_STRATEGY.values())}")
 
 FORCE_VALUES = ("", "graph")  # grace.config.scg_force
 
@@ -38,15 +57,14 @@ def check_force(force: str) -> None:
 def forced(measured: Choice, force: str, medians_us: dict[Choice, float] | None = None) -> Choice:
     """The choice to deploy when ``grace.config.scg_force`` is ``force`` and SCG measured
     ``measured`` (``medians_us``: the profile's medians, if any). "graph" turns a measured
-    keep-out into the faster of the graphs profiled (a graph with PI only if it was profiled
-    and beat the one without); "" deploys what was measured. Anything else is refused by name."""
+    keep-out into the fastest of the graphs profiled (with or without PI; a plain graph if none
+    was); "" deploys what was measured. Anything else is refused by name."""
     check_force(force)
     if force != "graph" or measured is not Choice.NO_GRAPH:
         return measured
     medians = medians_us or {}
-    if Choice.GRAPH_PI in medians and medians[Choice.GRAPH_PI] < medians.get(Choice.GRAPH, float("inf")):
-        return Choice.GRAPH_PI
-    return Choice.GRAPH
+    profiled = [c for c in GRAPHS if c in medians]
+    return min(profiled, key=lambda c: medians[c]) if profiled else Choice.GRAPH
 
 
 @dataclass(frozen=True)

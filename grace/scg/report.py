@@ -75,7 +75,7 @@ def summarize(recs: list[GraphRecord]) -> dict[str, Any]:
         "total": len(recs),
         "enabled": sum(1 for r in recs if r.choice != "no-graph"),
         "disabled": sum(1 for r in recs if r.choice == "no-graph"),
-        "with_pi": sum(1 for r in recs if r.choice == "graph-pi"),
+        "with_pi": sum(1 for r in recs if r.choice.startswith("graph-pi")),
         "profiled": sum(1 for r in recs if r.source == "profiled"),
         "from_cache": sum(1 for r in recs if r.source == "cache"),
         "by_rule": sum(1 for r in recs if r.source == "rule"),
@@ -113,10 +113,11 @@ def load(report_path: Path) -> list[GraphRecord]:
 def format_table(recs: list[GraphRecord]) -> str:
     """A human-readable table of every decision, then the Table-4 summary line."""
     lines = [f"{'graph':<16} {'mode':<9} {'kernels':>7} {'copied B':>10} {'no-graph us':>11} "
-             f"{'graph us':>9} {'graph-pi us':>11}  decision   source"]
+             f"{'graph us':>9} {'PI: ptx us':>10} {'prelude us':>10} {'exec-upd us':>11}  decision   source"]
     for r in recs:
-        cols = [r.medians_us.get(c) for c in ("no-graph", "graph", "graph-pi")]
-        times = " ".join(f"{'-' if t is None else f'{t:.1f}':>{w}}" for t, w in zip(cols, (11, 9, 11)))
+        cols = [r.medians_us.get(c) for c in ("no-graph", "graph", "graph-pi", "graph-pi-prelude",
+                                              "graph-pi-exec-update")]
+        times = " ".join(f"{'-' if t is None else f'{t:.1f}':>{w}}" for t, w in zip(cols, (11, 9, 10, 10, 11)))
         lines.append(f"{r.name:<16} {r.mode:<9} {len(r.kernels):>7} {r.copied_bytes:>10} {times}  "
                      f"{r.choice:<10} {r.source}")
     s = summarize(recs)

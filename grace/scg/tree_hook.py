@@ -18,11 +18,12 @@ Invariants
 - A kept-out partition is also unwired from the CUDA graph wrappers in the generated module's
   runner (:func:`_unwrap_partition`), so its calls cost what they cost without
   ``reduce-overhead``; the tree's check stays as the path for anything that still reaches it.
-- The graph is profiled twice where ``grace.config.pi`` is on: recorded with PI off (copies,
-  as PT2-CG) and with PI on, each on its own private tree; the PI one competes only if its
-  recording indirected some input. A graph whose two variants were both measured records in the
-  real tree under :func:`recording_config`, PI as measured; any other records with the
-  switches as they are.
+- Where ``grace.config.pi`` is on, the graph is recorded with PI off (copies, as PT2-CG) and
+  with PI on under each strategy of :func:`profiled_strategies` (``grace.config.scg_pi_strategies``,
+  or the configured strategy alone), each on its own private tree; a PI variant competes only
+  if its recording indirected some input. A graph whose variants were measured records in the
+  real tree under :func:`recording_config`, PI and its strategy as measured; any other records
+  with the switches as they are.
 - In training, forward graphs always keep their graph (:data:`TRAINING_FORWARD_RULE`); the
   backward graphs are decided by profile. Inference graphs are decided by profile, but for
   graphs that launch collectives (:data:`COLLECTIVES_RULE`): every rank must run the same
@@ -60,7 +61,7 @@ from grace.pi import report as pi_report
 from grace.scg import cache, report
 from grace.generated import innermost
 from grace.scg.candidate import Candidate, describe
-from grace.scg.choose import Choice, check_force, decide, forced
+from grace.scg.choose import PI_STRATEGY, SIMPLICITY, Choice, check_force, decide, forced, pi_choice
 from grace.scg.profile import ProfileSettings, time_choices
 from grace.stats import percentile
 from grace.versions import installed_version
@@ -70,9 +71,9 @@ if TYPE_CHECKING:
 
 log = get_logger("grace.scg")
 
-# Choices SCG can deploy. GRAPH_PI is profiled only with grace.config.pi on and only where
-# parameter indirection applies to the graph (some input read by Triton kernels alone).
-AVAILABLE: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI)
+# Choices SCG can deploy. A graph with PI is profiled only with grace.config.pi on, once per
+# strategy of profiled_strategies(), and only where its recording indirected some input.
+AVAILABLE: tuple[Choice, ...] = SIMPLICITY
 
 # Why forward graphs of training keep their graph, untimed. AOTAutograd marks the backward's
 # saved-activation inputs static, counting on the forward's outputs staying at their addresses
@@ -95,7 +96,7 @@ COLLECTIVES_RULE = ("launches collectives ({}): profiled, it would run them a di
                     "as PT2-CG does on every rank")
 
 _decided: weakref.WeakKeyDictionary[Any, dict[Any, Choice]] = weakref.WeakKeyDictionary()
-# Functions whose GRAPH against GRAPH_PI was measured: they record with PI exactly as decided.
+# Functions whose graph without PI was measured against one with PI: they record as decided.
 _pi_measured: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
 _profiling_trees: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -115,7 +116,7 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
                 f"{record.reason} [measured {record.choice}; deployed {deployed.value}: "
                 f"grace.config.scg_force={force!r}]"))
         decided[function_id] = deployed
-        if Choice.GRAPH_PI.value in record.medians_us:
+        if any(c.value in record.medians_us for c in PI_STRATEGY):
             _pi_measured.setdefault(manager, set()).add(function_id)
             if decided[function_id] is Choice.GRAPH:  # recorded with PI off: Table 3 counts its copies
                 pi_report.add(pi_report.GraphRecord(
@@ -130,14 +131,29 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
 
 
 def recording_config(manager: CUDAGraphTreeManager, function_id: FunctionID) -> contextlib.AbstractContextManager:
-    """The switches to record ``function_id`` under: PI on or off as profiled, else unchanged.
+    """The switches to record ``function_id`` under: PI on or off, and its strategy, as
+    profiled; else unchanged.
 
     A graph whose choice between copying and indirection was measured records as measured; a
     graph decided by rule, fallback, or before PI applied records with the switches as they are.
     """
     if function_id not in _pi_measured.get(manager, ()):
         return contextlib.nullcontext()
-    return config.patch(pi=config.pi and _decided[manager][function_id] is Choice.GRAPH_PI)
+    choice = _decided[manager][function_id]
+    if not config.pi or choice not in PI_STRATEGY:
+        return config.patch(pi=False)
+    return config.patch(pi=True, pi_strategy=PI_STRATEGY[choice])
+
+
+def profiled_strategies() -> tuple[str, ...]:
+    """The PI strategies profiled as choices: ``grace.config.scg_pi_strategies``, or the
+    configured ``pi_strategy`` alone; each checked by name."""
+    from grace.pi.tree_hook import strategy
+
+    listed = tuple(s.strip() for s in config.scg_pi_strategies.split(",") if s.strip())
+    for name in listed:
+        pi_choice(name)  # refuses an unknown strategy by name
+    return tuple(dict.fromkeys(listed)) or (strategy(),)
 
 
 def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input_idxs: Sequence[int],
@@ -228,7 +244,8 @@ def _cache_key(candidate: Candidate, device_index: int) -> cache.DecisionKey | N
         driver=_driver_version(),
         torch=torch.__version__,
         triton=installed_version("triton") or "none",
-        grace=grace.__version__ + ("+pi" if config.pi else ""),  # decisions made with PI available differ
+        # decisions made with PI available, and with which strategies profiled, differ
+        grace=grace.__version__ + ("+pi:" + ",".join(profiled_strategies()) if config.pi else ""),
     )
 
 
@@ -270,13 +287,13 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
         private_trees: list[Any] = []
         fns: dict[Choice, Any] = {}
 
-        def graphed(pi: bool) -> tuple[Any, Any]:
+        def graphed(pi: bool, strategy: str | None = None) -> tuple[Any, Any]:
             private = CUDAGraphTreeManager(device)
             _profiling_trees.add(private)
             private_trees.append(private)
             # A tree warms a function up on its first call and records it on the second: both
             # happen here, so that the graph is recorded with this candidate's switches.
-            with config.patch(pi=pi):
+            with config.patch(pi=pi, pi_strategy=strategy or config.pi_strategy):
                 fn, first = private.add_function(
                     wrapped.model, list(inputs), read_in_place, None, CompilationMode.INFERENCE,
                     wrapped.constants, wrapped.placeholders, wrapped.mutated_input_idxs,
@@ -291,10 +308,11 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
         try:
             fns[Choice.GRAPH], _ = graphed(pi=False)
             if config.pi:
-                fn, private = graphed(pi=True)
-                if any(getattr(n, "grace_pi", None) is not None and n.grace_pi.plan.indirected
-                       for n in trees.nodes(private)):
-                    fns[Choice.GRAPH_PI] = fn
+                for strategy in profiled_strategies():
+                    fn, private = graphed(pi=True, strategy=strategy)
+                    if any(getattr(n, "grace_pi", None) is not None and n.grace_pi.plan.indirected
+                           for n in trees.nodes(private)):
+                        fns[pi_choice(strategy)] = fn
             runners: dict[Choice, Callable[[], object]] = {Choice.NO_GRAPH: lambda: wrapped.model(list(inputs))}
             for choice, fn in fns.items():
                 runners[choice] = functools.partial(_call_on_list, fn, inputs)
