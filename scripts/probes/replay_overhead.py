@@ -134,27 +134,39 @@ def _worker_like(fn: Any, reference: Any, wl: Any, model: Any, calls: int) -> di
     made before the clock, one call between two synchronisations. Between samples, in blocks of
     ten that alternate: nothing, or the worker's check (the eager twin on the same sample, then
     the comparison). The harness's median is twice the synchronised call's on ALNET; this says
-    whether the check between samples is why."""
+    whether the check between samples is why, and counts the cyclic garbage collections that
+    ran inside timed calls (the check's allocations may trigger them there)."""
     import torch
 
     from grace.bench.check import compare
     from grace.stats import summary
 
     times: dict[str, list[float]] = {"nothing between": [], "eager check between": []}
+    collections = {label: 0 for label in times}  # cyclic collections that ran inside a timed call
+    timing: list[str] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and timing:
+            collections[timing[0]] += 1
+
+    gc.callbacks.append(count)
     for i in range(calls):
         label = "eager check between" if (i // 10) % 2 else "nothing between"
         args = wl.inputs(model, 300 + i, "cuda", wl.batch_size, "full")
         torch.cuda.synchronize()
+        timing.append(label)
         t = time.perf_counter()
         with torch.no_grad():
             got = fn(*args)
         torch.cuda.synchronize()
         times[label].append((time.perf_counter() - t) * 1e6)
+        timing.clear()
         if label == "eager check between":
             with torch.no_grad():
                 compare(got, reference(*wl.inputs(model, 300 + i, "cuda", wl.batch_size, "full")))
         del got
-    return {label: summary(v) for label, v in times.items()}
+    gc.callbacks.remove(count)
+    return {label: {**summary(v), "gc_in_timed_calls": collections[label]} for label, v in times.items()}
 
 
 def _phase_times(fn: Any, samples: list[Any], calls: int) -> dict[str, float]:
