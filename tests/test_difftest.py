@@ -313,15 +313,27 @@ def test_summary_counts_and_columns(tmp_path: Path) -> None:
         reader = csv.DictReader(f)
         assert tuple(reader.fieldnames) == SUMMARY_COLUMNS == (
             "configuration", "programs", "calls", "ok", "mismatch", "error", "crash", "timeout", "stale_reads",
-            "worse_than_stock")
+            "worse_than_stock", "failed_past_stock")
         table = {row["configuration"]: row for row in reader}
     assert [r["configuration"] for r in rows] == ["stock", "cgct", "all"]
     assert table["stock"] == {"configuration": "stock", "programs": "3", "calls": "12", "ok": "2", "mismatch": "0",
-                              "error": "1", "crash": "0", "timeout": "0", "stale_reads": "0", "worse_than_stock": ""}
+                              "error": "1", "crash": "0", "timeout": "0", "stale_reads": "0", "worse_than_stock": "",
+                              "failed_past_stock": ""}
     assert (table["cgct"]["crash"], table["cgct"]["timeout"], table["cgct"]["worse_than_stock"]) == ("1", "1", "2")
     assert (table["all"]["mismatch"], table["all"]["worse_than_stock"]) == ("1", "1")
     worse = {(r["seed"], r["configuration"]) for r in worse_than_stock(_records())}
     assert worse == {(1, "all"), (2, "cgct"), (3, "cgct")}
+
+
+def test_a_failure_past_stocks_is_not_worse_but_counted_and_listed(tmp_path: Path) -> None:
+    settings = Settings(configs=["stock", "all"], out=tmp_path, max_steps=5, kinds=["pointwise"])
+    records = [_r("stock", "error", seed=4, kind="AssertionError: ", step=2),
+               _r("all", "error", seed=4, kind="AcceleratorError: x", step=3)]
+    rows = {r["configuration"]: r for r in write_reports(tmp_path, records, settings)}
+    assert rows["all"]["worse_than_stock"] == 0 and rows["all"]["failed_past_stock"] == 1
+    text = (tmp_path / "worse_than_stock.md").read_text()
+    past = text.split("# Failed after stock's own failure", 1)[1].split("# Stock's own failures", 1)[0]
+    assert "seed 4, all: error detail (stock: error detail)" in past and replay_command(4, "all", settings) in past
 
 
 def test_worse_md_lists_replay_commands_and_stock_failures(tmp_path: Path) -> None:

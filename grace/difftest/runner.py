@@ -40,7 +40,8 @@ from grace.paths import REPO_ROOT
 from grace.report.upstream import CONFIGURATIONS, STOCK
 
 STATUSES = ("ok", "mismatch", "error", "crash", "timeout")
-SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "stale_reads", "worse_than_stock")
+SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "stale_reads", "worse_than_stock",
+                   "failed_past_stock")
 # How bad a status is, for judging a configuration against stock on the same program.
 _SEVERITY = {"ok": 0, "error": 1, "mismatch": 2, "crash": 3, "timeout": 3}
 PROGRESS_EVERY_S = 15.0
@@ -186,6 +187,13 @@ def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
     return _SEVERITY[o] > _SEVERITY[s]
 
 
+def failed_past_stock(stock: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Both raised, this configuration at a later step than stock: it ran the step stock failed,
+    and its own failure has no stock run to be judged by. Not worse; counted and listed apart,
+    with its replay command, so that a failure of GraCE's own past stock's is still seen."""
+    return stock["status"] == "error" and other["status"] == "error" and _step(other) > _step(stock)
+
+
 def _stale_beyond_stock(stock: dict[str, Any], other: dict[str, Any]) -> bool:
     """A stale read of an output whose read stock caught (raised on), while stock still ran.
 
@@ -221,10 +229,20 @@ def worse_than_stock(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def past_stock(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of non-stock configurations that failed later than stock on the same seed."""
+    out = []
+    for seed, results in sorted(by_seed(records).items()):
+        stock = results.get(STOCK)
+        if stock is not None:
+            out += [r for c, r in results.items() if c != STOCK and failed_past_stock(stock, r)]
+    return out
+
+
 def summarize(records: list[dict[str, Any]], configs: list[str]) -> list[dict[str, Any]]:
     """One row per configuration; worse_than_stock is blank for stock itself, and for every
     configuration when stock did not run."""
-    worse = worse_than_stock(records)
+    worse, past = worse_than_stock(records), past_stock(records)
     have_stock = any(r["configuration"] == STOCK for r in records)
     rows = []
     for config in configs:
@@ -235,6 +253,7 @@ def summarize(records: list[dict[str, Any]], configs: list[str]) -> list[dict[st
         row["stale_reads"] = sum(len(r.get("stale") or []) for r in mine)
         judged = have_stock and config != STOCK
         row["worse_than_stock"] = sum(r["configuration"] == config for r in worse) if judged else ""
+        row["failed_past_stock"] = sum(r["configuration"] == config for r in past) if judged else ""
         rows.append(row)
     return rows
 
@@ -261,7 +280,17 @@ def write_worse_md(path: Path, records: list[dict[str, Any]], settings: Settings
                   f"- detail: {r['detail'] or 'ok'}", f"- stock: {stock['detail'] or 'ok'}",
                   f"- stale reads (step, held step): {r.get('stale') or 'none'}; stock's: {stock.get('stale') or 'none'}",
                   f"- replay: `{replay_command(r['seed'], r['configuration'], settings)}`", ""]
-    lines += ["# Stock's own failures", "",
+    past = past_stock(records)
+    lines += ["# Failed after stock's own failure", "",
+              "Programs where stock raised at some step and this configuration ran that step, then "
+              "raised later: not worse (no stock run reaches that later step), but a failure to look at.", ""]
+    for r in past:
+        stock = seeds[r["seed"]][STOCK]
+        lines += [f"- seed {r['seed']}, {r['configuration']}: {r['detail']} (stock: {stock['detail']}); "
+                  f"`{replay_command(r['seed'], r['configuration'], settings)}`"]
+    if not past:
+        lines += ["None."]
+    lines += ["", "# Stock's own failures", "",
               "Failures of stock PyTorch itself (for instance reading an output that a later replay "
               "overwrote, which raises by design); a configuration is judged against them.", ""]
     lines += [f"- seed {r['seed']}: {r['status']}: {r['detail']} (`{replay_command(r['seed'], STOCK, settings)}`)"
