@@ -151,8 +151,10 @@ def profiled_strategies() -> tuple[str, ...]:
     from grace.pi.tree_hook import strategy
 
     listed = tuple(s.strip() for s in config.scg_pi_strategies.split(",") if s.strip())
-    for name in listed:
-        pi_choice(name)  # refuses an unknown strategy by name
+    unknown = [name for name in listed if name not in PI_STRATEGY.values()]
+    if unknown:
+        raise ValueError(f"grace.config.scg_pi_strategies={config.scg_pi_strategies!r}: unknown strategy "
+                         f"{', '.join(map(repr, unknown))}; choose among {', '.join(PI_STRATEGY.values())}")
     return tuple(dict.fromkeys(listed)) or (strategy(),)
 
 
