@@ -270,25 +270,24 @@ def test_the_capture_check_gives_its_copies_back(pi, monkeypatch) -> None:
     """The capture-time check holds a snapshot and a moved copy of each indirected input and the
     stock run's outputs (for DR-I, three times 6.5 GB); once it has run, that memory is no
     longer reserved by the process."""
-    from grace.pi import check
-    from grace.pi.tree_hook import Recording
+    from grace.pi import check, finish
 
     m = 1 << 24  # 64 MiB of float32 per input
     reserved: dict[str, int] = {}
-    compare, validate = check.compare, Recording._validate
+    compare, validate = check.compare, finish.validate
 
     def compare_then_note(*args: Any) -> Any:
         why = compare(*args)
         reserved["after the check"] = torch.cuda.memory_reserved()
         return why
 
-    def validate_then_note(self: Any, *args: Any) -> Any:
-        why = validate(self, *args)
+    def validate_then_note(*args: Any) -> Any:
+        why = validate(*args)
         reserved["after its release"] = torch.cuda.memory_reserved()
         return why
 
     monkeypatch.setattr(check, "compare", compare_then_note)
-    monkeypatch.setattr(Recording, "_validate", validate_then_note)
+    monkeypatch.setattr(finish, "validate", validate_then_note)
 
     def f(a: Any, b: Any) -> Any:
         return a * 2 + b

@@ -29,7 +29,8 @@ read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
 pointer table, rewritten on the replay's stream), :mod:`~grace.pi.variant` (a kernel's
 indirected variant, built through Inductor's code cache for the config it settled on),
 :mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when: the capture
-observed and planned), :mod:`~grace.pi.check` (a captured graph against the recorded function
+observed), :mod:`~grace.pi.finish` (after the capture, one finisher per strategy: plan, check,
+deploy), :mod:`~grace.pi.check` (a captured graph against the recorded function
 run with stock kernels), :mod:`~grace.pi.replay` (a node's replay: guard, copies, pointers,
 launch),
 :mod:`~grace.pi.prelude` (strategy (2): a prelude kernel rewrites the graph's kernel arguments

@@ -29,7 +29,8 @@ instead of copying their bytes. Three moments, each a call from the patch
    does not invalidate the capture), and a dispatch mode notes
    every ATen operator that is handed one (a cuBLAS matmul, a copy, a fallback kernel): such
    an input keeps its copy, because that operator reads the placeholder itself.
-3. After the capture, :meth:`Recording.finish` decides per input (:func:`grace.pi.plan.plan_graph`)
+3. After the capture, :meth:`Recording.finish` hands the recording to its strategy's finisher
+   (:mod:`grace.pi.finish`), which decides per input (:func:`grace.pi.plan.plan_graph`)
    and checks the graph against the recorded function run with stock kernels, replaying it
    with the indirected inputs moved and their placeholders overwritten. If they differ, or the
    check cannot run (a graph that draws random numbers cannot be run twice, and one that
@@ -77,13 +78,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grace.log import get_logger
-from grace.pi import check, report
 from grace.pi.check import Captured
-from grace.pi.guard import InputLayout, ReplayGuard
+from grace.pi.finish import FINISHERS, Finished
+from grace.pi.guard import InputLayout
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
-from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, GraphPlan, Placeholder, Reference, Slot, plan_graph
-from grace.pi.replay import CopyingReplay, PIReplay
-from grace.pi.table import PointerTable, write_mode as table_write_mode
+from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, Placeholder, Slot
+from grace.pi.table import write_mode as table_write_mode
 
 log = get_logger("grace.pi")
 
@@ -174,8 +174,10 @@ class Recording:
     def finish(self, captured: Captured) -> Finished:
         """The plan for this graph: its replay state, or a reason to record it again as stock.
 
-        A graph that launches indirected kernels is checked against ``captured.model``
-        (:func:`grace.pi.check.validate`); if the check fails or cannot run, the graph is not
+        Inputs an output aliases, or that the graph mutates, keep their copies; the rest is the
+        strategy's (:mod:`grace.pi.finish`): a graph that launches indirected kernels, or whose
+        arguments are rewritten, is checked against ``captured.model``
+        (:func:`grace.pi.check.validate`), and if the check fails or cannot run, the graph is not
         trusted and :func:`record` captures it again with every launch stock.
         """
         out_storages = {o.untyped_storage()._cdata for o in captured.outputs if hasattr(o, "untyped_storage")}
@@ -184,175 +186,7 @@ class Recording:
                 self.block(t.input_index, "an output aliases it")
             if t.input_index in captured.mutated_input_idxs:
                 self.block(t.input_index, "the graph mutates it")
-        if self.strategy == EXEC_UPDATE:
-            return self._finish_exec_update(captured)
-        if self.strategy == PRELUDE:
-            return self._finish_prelude(captured)
-        plan = self._plan()
-        if not self.slots:
-            return self._every_copy_kept(captured.name, plan)
-        table = PointerTable(self.slots, self.device, storage=self.table_storage)
-        placeholder_ptrs = self._pointers()
-        if captured.model is not None:
-            why = self._validate(captured, plan, table, placeholder_ptrs)
-            if why is not None:
-                kernels = ", ".join(sorted({slot.kernel for slot in self.slots}))
-                return self._rerecord(captured.name, plan, why, f"indirected kernels: {kernels}")
-        table.fill(placeholder_ptrs)  # the tree's first replay reads the recording inputs
-        return self._deploy(captured, plan, table, placeholder_ptrs)
-
-    def _finish_exec_update(self, captured: Captured) -> Finished:
-        """Strategy (3): read the kept graph, plan, instantiate, bind the patch, check.
-
-        The graph's kernels are the stock ones, so a plan that fails its check only loses its
-        indirection (every input copied, the instantiated graph as captured). Only a patch that
-        could not be undone makes the caller record again.
-        """
-        from grace.pi import exec_update
-
-        node, name = captured.node, captured.name
-        graph, plan, sites = self._scan_kept_graph(node)
-        node.graph.instantiate()
-        if not sites:
-            return self._every_copy_kept(name, plan)
-        placeholder_ptrs = self._pointers()
-        try:
-            patch = exec_update.bind(graph, node.graph.raw_cuda_graph_exec(), sites)
-        except Exception as e:  # noqa: BLE001 - nothing was patched yet
-            log.info("PI %s: exec-update not bound (%s); every input copied", name, e)
-            return self._every_copy_kept(name, self._every_input_copied(f"exec-update not bound: {e}"),
-                                         log_plan=False)
-        why = self._validate(captured, plan, patch, placeholder_ptrs)
-        if why is not None:
-            log.warning("PI %s: exec-update dropped: %s", name, why)
-            if why.startswith(check.UNDO_FAILED):
-                return self._rerecord(name, plan, why, "exec-update")
-            return self._every_copy_kept(name, self._every_input_copied(why), log_plan=False)
-        return self._deploy(captured, plan, patch, placeholder_ptrs)
-
-    def _scan_kept_graph(self, node: Any) -> tuple[Any, GraphPlan, list[Any]]:
-        """The kept graph's nodes, the plan, and the argument sites of the indirected inputs.
-
-        Strategies (2) and (3) find their pointers the same way (:func:`exec_update.scan`); what
-        else reaches a placeholder makes that input keep its copy.
-        """
-        from grace.pi import exec_update
-
-        placeholders = list(self.tracked.values())
-        try:
-            graph = exec_update.read_graph(node.graph.raw_cuda_graph())
-            found = exec_update.scan(graph.nodes, placeholders)
-        except Exception as e:  # noqa: BLE001 - an unreadable graph keeps every copy
-            found = exec_update.Scan([], {t.input_index: [f"graph not read ({type(e).__name__}: {e})"]
-                                          for t in self.tracked.values()})
-            graph = None
-        for i, reasons in found.blocked.items():
-            for why in reasons:
-                self.block(i, f"reached by {why}")
-        names = {n.index: n.name for n in (graph.nodes if graph else ()) if isinstance(n, exec_update.KernelNode)}
-        self.slots = [Slot(s.input_index, s.offset, names.get(s.node, "?")) for s in found.sites]
-        plan = self._plan()
-        self.slots = [slot for slot in self.slots if slot.input_index in plan.indirected]
-        plan = self._plan()  # the same decisions, with only the pointers it rewrites
-        return graph, plan, [s for s in found.sites if s.input_index in plan.indirected]
-
-    def _finish_prelude(self, captured: Captured) -> Finished:
-        """Strategy (2): read the kept graph, plan, add the prelude, instantiate, check.
-
-        The prelude changes the graph before it is instantiated, so unlike (3) a failed check, or
-        an installation that failed halfway, cannot be undone here: the caller records again.
-        """
-        from grace.pi import exec_update, prelude
-
-        node, name = captured.node, captured.name
-        graph, plan, sites = self._scan_kept_graph(node)
-        try:
-            if not sites:
-                raise prelude.PreludeError("no argument points into an indirected input")
-            kernels = [n for n in graph.nodes if isinstance(n, exec_update.KernelNode)]
-            slots, entries = prelude.layout(sites, kernels)
-            prelude.load(self.device)  # compiled and loaded before the graph is touched
-        except Exception as e:  # noqa: BLE001 - the graph is as captured: every input copied
-            node.graph.instantiate()
-            if sites:
-                log.info("PI %s: no prelude (%s); every input copied", name, e)
-                plan = self._every_input_copied(str(e))
-            return self._every_copy_kept(name, plan)
-        table = PointerTable(slots, self.device)
-        try:
-            installed = prelude.install(graph, node.graph.raw_cuda_graph(), entries, table, self.device)
-            node.graph.instantiate()
-        except Exception as e:  # noqa: BLE001 - the graph may be half changed: not trusted
-            return self._rerecord(name, plan, f"the prelude could not be installed ({type(e).__name__}: {e})",
-                                  "prelude")
-        placeholder_ptrs = self._pointers()
-        pointers = prelude.PreludePointers(table, installed)
-        why = self._validate(captured, plan, pointers, placeholder_ptrs)
-        if why is not None:
-            return self._rerecord(name, plan, why, f"prelude rewriting {installed.nodes} node(s)")
-        return self._deploy(captured, plan, pointers, placeholder_ptrs)
-
-    def _validate(self, captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int]) -> str | None:
-        """The check of :mod:`grace.pi.check`, told why this graph cannot be run outside its
-        capture, if it cannot."""
-        if self.has_rng:
-            unverifiable = "the graph draws random numbers, so it cannot be run twice to be checked"
-        elif self.unverifiable is not None:  # run outside the capture it could differ, or crash
-            unverifiable = f"the graph cannot be run outside its capture to be checked: {self.unverifiable}"
-        else:
-            unverifiable = None
-        return check.validate(captured, plan, pointers, placeholder_ptrs,
-                              [t.input_index for t in self.tracked.values()], unverifiable)
-
-    def _deploy(self, captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int]) -> Finished:
-        """Log and report a checked plan, and give the node its replay state. Its guard keeps an
-        input read by pointer out of the device ranges a replay may write."""
-        _log_plan(captured.name, plan)
-        report.add(report.GraphRecord.of(captured.name, plan, strategy=self.strategy))
-        if not plan.indirected:
-            return Finished(CopyingReplay(plan, pointers))
-        layouts = [self.layouts[i] for i in plan.indirected]
-        written = _written_ranges(captured)
-        return Finished(PIReplay(captured.node, plan, pointers, ReplayGuard(layouts, written), placeholder_ptrs))
-
-    def _every_copy_kept(self, node_name: str, plan: GraphPlan, log_plan: bool = True) -> Finished:
-        """Report a graph that keeps every copy, as captured: the node replays as stock."""
-        if log_plan:
-            _log_plan(node_name, plan)
-        report.add(report.GraphRecord.of(node_name, plan, strategy=self.strategy))
-        return Finished(None)
-
-    def _rerecord(self, node_name: str, plan: GraphPlan, why: str, what: str) -> Finished:
-        """Log and report that the graph is not trusted; :func:`record` captures it again stock."""
-        log.warning("PI %s: recorded again without indirection: %s (%s)", node_name, why, what)
-        report.add(report.GraphRecord(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
-                                      plan.copy_bytes_before, 0, [],
-                                      {t.input_index: why for t in self.tracked.values()}))
-        return Finished(None, rerecord=why)
-
-    def _every_input_copied(self, why: str) -> GraphPlan:
-        """The plan that keeps every copy, each input's reason ``why``."""
-        return plan_graph(list(self.tracked.values()), [],
-                          [Reference(p.data_ptr, "other", why) for p in self.tracked.values()])
-
-    def _pointers(self) -> list[int]:
-        """Per input index, its placeholder's address: what the graph reads as captured."""
-        return _pointer_list({t.input_index: t.data_ptr for t in self.tracked.values()})
-
-    def _plan(self) -> GraphPlan:
-        placeholders = list(self.tracked.values())
-        references = [Reference(p.data_ptr, "other", "; ".join(self.blocked[p.input_index]))
-                      for p in placeholders if p.input_index in self.blocked]
-        return plan_graph(placeholders, self.slots, references)
-
-
-@dataclass
-class Finished:
-    """What a recording leaves: the node's PI replay state, or why to record it again as stock."""
-
-    replay: PIReplay | CopyingReplay | None
-    rerecord: str | None = None
-
+        return FINISHERS[self.strategy].finish(self, captured)
 
 
 # Indirected variants by (kernel module file, kernel, indirected positions, config), for the
@@ -541,36 +375,6 @@ def strategy() -> str:
     return chosen
 
 
-def _written_ranges(captured: Captured) -> list[tuple[int, int]]:
-    """``(address, bytes)`` that a replay of the captured graph may write: the segments of the
-    tree's memory pool as they are after this capture (the graph's outputs and intermediates
-    are in them; segments added later hold later graphs' buffers, which this graph never
-    writes) and the storages of the inputs it mutates (static ones, at fixed addresses). None
-    off the GPU, where there is no pool."""
-    import torch
-
-    if torch.device(captured.device).type != "cuda":
-        return []
-    from torch._inductor.cudagraph_trees import get_cudagraph_segments
-
-    ranges = [(int(s["address"]), int(s["total_size"]))
-              for s in get_cudagraph_segments(captured.node.cuda_graphs_pool)]
-    for i in captured.mutated_input_idxs:
-        t = captured.inputs[i] if i < len(captured.inputs) else None
-        if isinstance(t, torch.Tensor) and t.is_cuda:
-            storage = t.untyped_storage()
-            ranges.append((storage.data_ptr(), storage.nbytes()))
-    return ranges
-
-
-def _pointer_list(by_input: dict[int, int]) -> list[int]:
-    """Per input index, its placeholder's address (0 where it has none): the table's base pointers."""
-    out = [0] * (max(by_input) + 1)
-    for i, p in by_input.items():
-        out[i] = p
-    return out
-
-
 class _OperatorWatch:
     """A dispatch mode over the capture that notes every non-view ATen operator handed a
     placeholder (with ``placeholders``), and the first operator that makes the graph
@@ -660,12 +464,3 @@ def _relaxed_capture(device: Any) -> Iterator[None]:
         yield
     finally:
         driver.cuThreadExchangeStreamCaptureMode(previous)
-
-
-def _log_plan(node_name: str, plan: GraphPlan) -> None:
-    if plan.indirected:
-        log.info("PI %s: %d input(s) indirected through %d slot(s); per replay %d B copied instead of %d B",
-                 node_name, len(plan.indirected), len(plan.slots), plan.copy_bytes_after, plan.copy_bytes_before)
-    for d in plan.decisions:
-        if not d.indirect:
-            log.info("PI %s: input %d keeps its copy: %s", node_name, d.input_index, d.reason)
