@@ -298,8 +298,9 @@ def test_a_graph_records_with_pi_as_profiled_and_otherwise_with_the_switches_as_
     from grace.scg import tree_hook
 
     manager = type("Manager", (), {})()  # a weak-referenceable stand-in for the tree
-    tree_hook._decided[manager] = {"f_pi": Choice.GRAPH_PI, "f_copy": Choice.GRAPH, "f_rule": Choice.GRAPH}
-    tree_hook._pi_measured[manager] = {"f_pi", "f_copy"}
+    tree = tree_hook.decisions(manager)
+    tree.decided.update({"f_pi": Choice.GRAPH_PI, "f_copy": Choice.GRAPH, "f_rule": Choice.GRAPH})
+    tree.pi_measured.update({"f_pi", "f_copy"})
     with grace.config.patch(pi=True):
         with tree_hook.recording_config(manager, "f_pi"):
             assert grace.config.pi
@@ -427,9 +428,10 @@ def test_scg_profiles_the_pi_strategies_it_is_given_and_records_with_the_one_it_
     assert pi_choice("exec-update") is Choice.GRAPH_PI_EXEC_UPDATE
 
     manager = type("Manager", (), {})()
-    tree_hook._decided[manager] = {"f_pre": Choice.GRAPH_PI_PRELUDE, "f_exec": Choice.GRAPH_PI_EXEC_UPDATE,
-                                   "f_copy": Choice.GRAPH}
-    tree_hook._pi_measured[manager] = {"f_pre", "f_exec", "f_copy"}
+    tree = tree_hook.decisions(manager)
+    tree.decided.update({"f_pre": Choice.GRAPH_PI_PRELUDE, "f_exec": Choice.GRAPH_PI_EXEC_UPDATE,
+                         "f_copy": Choice.GRAPH})
+    tree.pi_measured.update({"f_pre", "f_exec", "f_copy"})
     with grace.config.patch(pi=True, pi_strategy="ptx"):
         with tree_hook.recording_config(manager, "f_pre"):
             assert grace.config.pi and grace.config.pi_strategy == "prelude"

@@ -95,17 +95,34 @@ COLLECTIVES_RULE = ("launches collectives ({}): profiled, it would run them a di
                     "that skips or fails its profile, and the ranks would wait on each other; it records the graph "
                     "as PT2-CG does on every rank")
 
-_decided: weakref.WeakKeyDictionary[Any, dict[Any, Choice]] = weakref.WeakKeyDictionary()
-# Functions whose graph without PI was measured against one with PI: they record as decided.
-_pi_measured: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
+
+
+@dataclasses.dataclass
+class TreeDecisions:
+    """What SCG decided for the functions of one tree (a ``CUDAGraphTreeManager``)."""
+
+    decided: dict[Any, Choice] = dataclasses.field(default_factory=dict)  # function id -> deployed choice
+    # functions whose graph without PI was measured against one with PI: they record as decided
+    pi_measured: set[Any] = dataclasses.field(default_factory=set)
+
+
+# Per tree, for the tree's life: a tree made again (a reset) decides again.
+_trees: weakref.WeakKeyDictionary[Any, TreeDecisions] = weakref.WeakKeyDictionary()
+# SCG's own private trees, which record what they are told to.
 _profiling_trees: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def decisions(manager: CUDAGraphTreeManager) -> TreeDecisions:
+    """``manager``'s decisions, made empty the first time it is asked about."""
+    return _trees.setdefault(manager, TreeDecisions())
 
 
 def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: FunctionID) -> bool:
     """True if ``function_id`` should run without a CUDA graph (measured, or cached, faster)."""
     if manager in _profiling_trees:
         return False  # SCG's own private tree records what it is told to
-    decided = _decided.setdefault(manager, {})
+    tree = decisions(manager)
+    decided = tree.decided
     if function_id not in decided:
         force = config.scg_force
         check_force(force)  # a wrong setting is refused before anything is profiled
@@ -117,7 +134,7 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
                 f"grace.config.scg_force={force!r}]"))
         decided[function_id] = deployed
         if any(c.value in record.medians_us for c in PI_STRATEGY):
-            _pi_measured.setdefault(manager, set()).add(function_id)
+            tree.pi_measured.add(function_id)
             if decided[function_id] is Choice.GRAPH:  # recorded with PI off: Table 3 counts its copies
                 pi_report.add(pi_report.GraphRecord(
                     name=record.name, strategy="none (SCG measured the graph without PI faster)",
@@ -137,9 +154,10 @@ def recording_config(manager: CUDAGraphTreeManager, function_id: FunctionID) -> 
     A graph whose choice between copying and indirection was measured records as measured; a
     graph decided by rule, fallback, or before PI applied records with the switches as they are.
     """
-    if function_id not in _pi_measured.get(manager, ()):
+    tree = _trees.get(manager)
+    if tree is None or function_id not in tree.pi_measured:
         return contextlib.nullcontext()
-    choice = _decided[manager][function_id]
+    choice = tree.decided[function_id]
     if not config.pi or choice not in PI_STRATEGY:
         return config.patch(pi=False)
     return config.patch(pi=True, pi_strategy=PI_STRATEGY[choice])
