@@ -96,7 +96,6 @@ COLLECTIVES_RULE = ("launches collectives ({}): profiled, it would run them a di
                     "as PT2-CG does on every rank")
 
 
-
 @dataclasses.dataclass
 class TreeDecisions:
     """What SCG decided for the functions of one tree (a ``CUDAGraphTreeManager``)."""
