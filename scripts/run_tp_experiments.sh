@@ -2,11 +2,13 @@
 # Tensor parallelism (the paper's Figure 12): each workload of WORKLOADS (default: every one with a
 # plan in grace/tp/plans.py) at each degree of TP_LIST (default "1 2 4", limited to the GPUs
 # present, saying which it skipped) in each mode of MODES (default "pt2-nocg pt2-cg grace"), one
-# `torchrun` per (workload, degree, mode), each mode's processes started with its own switches.
+# `torchrun` per (workload, degree, group of modes that start with the same switches: PT2-NoCG
+# and PT2-CG share one, their iterations interleaved in it; GraCE has its own).
 # HANG_DUMP_S (default 180) prints each rank's stacks that often while a launch lasts, so that
 # a launch stuck in a collective shows where before LAUNCH_TIMEOUT (default 900) ends it.
-# ROUNDS (default 3) repeats the whole sweep, the modes interleaved within each round, so that
-# drift hits every mode alike; each launch times REPEAT iterations (default 30) after WARMUP (5).
+# ROUNDS (default 3) repeats the whole sweep, the launches interleaved within each round, so that
+# drift hits every mode alike; each launch times REPEAT iterations per mode (default 30) after
+# WARMUP (5).
 # Rows go to results/raw/tp/<RUN_ID>/rows.jsonl, logs beside them; then
 # `bash scripts/generate_tp_figure.sh` draws Figure 12. On machines of several GPUs keep NVLink
 # multicast off (NCCL_NVLS_ENABLE=0, set here unless already set).
@@ -31,6 +33,9 @@ echo "$RUN_ID" > results/raw/tp/latest.txt
 WORKLOADS=${WORKLOADS:-$("$PY" -c 'from grace.tp.plans import workloads; print(" ".join(workloads()))')}
 MODES=${MODES:-"pt2-nocg pt2-cg grace"}
 ROUNDS=${ROUNDS:-3}
+# modes that start with the same switches share a torchrun (PT2-NoCG and PT2-CG), interleaved in it
+groups=$("$PY" -m grace.tp --groups "$MODES") || exit 2
+mapfile -t GROUPS_OF_MODES <<< "$groups"
 DEGREES=()
 for tp in ${TP_LIST:-1 2 4}; do
   if [ "$tp" -le "$GPUS" ]; then DEGREES+=("$tp"); else echo "run_tp_experiments: TP=$tp skipped: $GPUS device(s) here"; fi
@@ -43,14 +48,14 @@ status=0
 for round in $(seq 1 "$ROUNDS"); do
   for wl in $WORKLOADS; do
     for tp in "${DEGREES[@]}"; do
-      for mode in $MODES; do
-        echo "round $round: $wl tp=$tp $mode"
-        env $("$PY" -m grace.tp --env "$mode") timeout "${LAUNCH_TIMEOUT:-900}" \
+      for group in "${GROUPS_OF_MODES[@]}"; do
+        echo "round $round: $wl tp=$tp $group"
+        log="$RAW/logs/$wl.tp$tp.${group//,/+}.round$round.log"
+        env $("$PY" -m grace.tp --env "${group%%,*}") timeout "${LAUNCH_TIMEOUT:-900}" \
           "$PY" -m torch.distributed.run --nproc-per-node "$tp" --standalone -m grace.tp \
-          --workload "$wl" --mode "$mode" --device "$DEVICE" --size "${SIZE:-full}" \
+          --workload "$wl" --mode "$group" --device "$DEVICE" --size "${SIZE:-full}" \
           --warmup "${WARMUP:-5}" --repeat "${REPEAT:-30}" --round "$round" --out "$RAW/rows.jsonl" \
-          --hang-dump "${HANG_DUMP_S:-180}" \
-          > "$RAW/logs/$wl.tp$tp.$mode.round$round.log" 2>&1 || { status=1; tail -3 "$RAW/logs/$wl.tp$tp.$mode.round$round.log"; }
+          --hang-dump "${HANG_DUMP_S:-180}" > "$log" 2>&1 || { status=1; tail -3 "$log"; }
       done
     done
   done

@@ -98,6 +98,33 @@ def test_grace_tp_runs_a_mode_on_two_ranks_and_writes_a_checked_row(tmp_path: Pa
     assert len(row["samples_us"]) == 2 and row["median_us"] > 0 and row["worst_error"] < 1e-4
 
 
+def test_modes_that_start_alike_share_a_launch_each_with_its_own_checked_row(tmp_path: Path) -> None:
+    """Eager and PT2-NoCG start with the same (stock) switches: one torchrun times both, their
+    iterations interleaved, and writes a row for each; GraCE would need its own."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from grace.paths import REPO_ROOT
+    from grace.tp.__main__ import groups
+
+    assert groups(["pt2-nocg", "pt2-cg", "grace", "eager"]) == [["pt2-nocg", "pt2-cg", "eager"], ["grace"]]
+    out = tmp_path / "rows.jsonl"
+    env = {**os.environ, "GRACE_DISABLE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", "-m", "grace.tp",
+           "--workload", "ST", "--mode", "eager,pt2-nocg", "--device", "cpu", "--size", "tiny", "--warmup", "1",
+           "--repeat", "2", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {r["mode"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert sorted(rows) == ["eager", "pt2-nocg"]
+    assert all(r["status"] == "ok" and len(r["samples_us"]) == 2 and r["worst_error"] < 1e-4 for r in rows.values())
+    refused = subprocess.run([sys.executable, "-m", "grace.tp", "--workload", "ST", "--mode", "pt2-cg,grace",
+                              "--out", str(out)], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "different switches" in refused.stderr
+
+
 def test_a_mode_started_without_its_switches_is_refused() -> None:
     from grace.tp.__main__ import env_mismatch, main
 

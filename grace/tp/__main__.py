@@ -1,20 +1,22 @@
-"""``python -m grace.tp``: one tensor-parallel workload in one mode, one process per device.
+"""``python -m grace.tp``: one tensor-parallel workload in one or more modes, one process per device.
 
-    torchrun --nproc-per-node T -m grace.tp --workload ST --mode pt2-cg --out rows.jsonl
-    python -m grace.tp --env MODE      # the environment a mode's processes start with
+    torchrun --nproc-per-node T -m grace.tp --workload ST --mode pt2-nocg,pt2-cg --out rows.jsonl
+    python -m grace.tp --env MODE          # the environment a mode's processes start with
+    python -m grace.tp --groups "MODES"    # MODES grouped by environment, a group per line
 
 Every rank builds the workload from the same seed, keeps an unsharded eager copy, shards the
-model with its plan (:mod:`grace.tp.plans`), compiles it in the mode, and runs ``--warmup``
-then ``--repeat`` iterations on fresh inputs, each timed between a barrier and the device's
-synchronisation on every rank; the slowest rank's time is the iteration's. Every timed output
-is compared with the unsharded eager model's on the same input. Rank 0 appends one JSON row to
+model with its plan (:mod:`grace.tp.plans`), compiles it in each mode, and runs ``--warmup``
+iterations per mode, then ``--repeat`` rounds on fresh inputs in which every mode runs once,
+in rotating order; each iteration is timed between a barrier and the device's synchronisation
+on every rank, the slowest rank's time being the iteration's. Every timed output is compared
+with the unsharded eager model's on the same input. Rank 0 appends one JSON row per mode to
 ``--out``: workload, tp, mode, status, the median and p10/p90 in microseconds, the samples.
 
-A mode's switches are read at interpreter start, so each mode runs in its own ``torchrun``:
-``--env`` prints what to start it with, and a process whose environment does not match its
-``--mode`` refuses to run.
+A mode's switches are read at interpreter start, so only modes that start with the same
+environment share a ``torchrun`` (PT2-NoCG and PT2-CG do; GraCE does not): ``--groups`` says
+which, ``--env`` prints what to start a group with, and a process whose environment does not
+match its modes refuses to run.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -35,8 +37,9 @@ from grace.bench.modes import MODES
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m grace.tp", description=__doc__.splitlines()[0])
     p.add_argument("--env", metavar="MODE", help="print MODE's environment and exit")
+    p.add_argument("--groups", metavar="MODES", help="print the space-separated MODES grouped by environment and exit")
     p.add_argument("--workload")
-    p.add_argument("--mode", choices=sorted(MODES))
+    p.add_argument("--mode", help="a mode, or comma-separated modes that start with the same environment")
     p.add_argument("--out", type=Path, help="JSON lines file rank 0 appends its row to")
     p.add_argument("--batch-size", type=int, default=None, help="default: the workload's")
     p.add_argument("--warmup", type=int, default=5)
@@ -48,9 +51,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="print every thread's stack each SECONDS while the run lasts (0: never), so that a "
                         "rank stuck in a collective shows where")
     args = p.parse_args(argv)
-    if args.env is None and (args.workload is None or args.mode is None or args.out is None):
-        p.error("--workload, --mode and --out are required (or --env MODE)")
+    if args.env is None and args.groups is None:
+        if args.workload is None or args.mode is None or args.out is None:
+            p.error("--workload, --mode and --out are required (or --env MODE, or --groups MODES)")
+        args.modes = args.mode.split(",")
+        unknown = [m for m in args.modes if m not in MODES]
+        if unknown:
+            p.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(sorted(MODES))}")
+        if len({tuple(sorted(MODES[m].env.items())) for m in args.modes}) > 1:
+            p.error(f"modes {args.mode} start with different switches: one torchrun each (--groups)")
     return args
+
+
+def groups(modes: Sequence[str]) -> list[list[str]]:
+    """``modes`` grouped by the environment they start with, in order of first appearance."""
+    by_env: dict[tuple, list[str]] = {}
+    for m in modes:
+        by_env.setdefault(tuple(sorted(MODES[m].env.items())), []).append(m)
+    return list(by_env.values())
 
 
 def mode_env(name: str) -> str:
@@ -66,7 +84,7 @@ def env_mismatch(name: str, environ: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in MODES[name].env.items() if environ.get(k, ENV_DEFAULTS.get(k)) != v]
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -89,46 +107,46 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     model = wl.build(device, batch, args.size)
     reference = copy.deepcopy(model)
     shard(args.workload, model, mesh)
-    mode = MODES[args.mode]
-    fn = torch.compile(model, mode=mode.compile_mode) if mode.compiled else model
+    fns = {m: torch.compile(model, mode=MODES[m].compile_mode) if MODES[m].compiled else model for m in args.modes}
 
     def sync() -> None:
         if cuda:
             torch.cuda.synchronize()
         dist.barrier()
 
-    def step(sample: int) -> Any:
-        with torch.no_grad():
-            return fn(*wl.inputs(model, sample, device, batch, args.size))
-
-    row: dict[str, Any] = {"workload": args.workload, "tp": world, "mode": args.mode, "round": args.round,
-                           "device": args.device,
-                           "batch_size": batch, "size": args.size, "status": "error", "error": None}
-    for i in range(args.warmup):
-        step(10_000 + i)
-    samples, worst = [], 0.0
-    for s in range(args.repeat):
-        inputs = wl.inputs(model, s, device, batch, args.size)
-        sync()
-        t = time.perf_counter()
-        with torch.no_grad():
-            out = fn(*inputs)
-        sync()
-        elapsed = torch.tensor([(time.perf_counter() - t) * 1e6], device=device)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the iteration ends with its slowest rank
-        samples.append(float(elapsed.item()))
-        with torch.no_grad():
+    rows = {m: {"workload": args.workload, "tp": world, "mode": m, "round": args.round, "device": args.device,
+                "batch_size": batch, "size": args.size, "status": "error", "error": None} for m in args.modes}
+    samples: dict[str, list[float]] = {m: [] for m in args.modes}
+    worst = dict.fromkeys(args.modes, 0.0)
+    with torch.no_grad():
+        for m in args.modes:
+            for i in range(args.warmup):
+                fns[m](*wl.inputs(model, 10_000 + i, device, batch, args.size))
+        for s in range(args.repeat):
+            inputs = wl.inputs(model, s, device, batch, args.size)
             expected = reference(*inputs)
-        err, mismatches = compare(out, expected)  # the float32 tolerances of every benchmark row
-        worst = max(worst, err)
-        if mismatches and row["error"] is None:
-            row.update(status="mismatch", error=f"sample {s} on rank {rank}: {mismatches[0]}")
-    if row["error"] is None:
-        row["status"] = "ok"
-    stats = summary(samples)
-    row.update(median_us=stats["median"], p10_us=stats["p10"], p90_us=stats["p90"], samples_us=samples,
-               worst_error=worst)
-    return row
+            for k in range(len(args.modes)):  # every mode once, in rotating order
+                m = args.modes[(s + k) % len(args.modes)]
+                sync()
+                t = time.perf_counter()
+                out = fns[m](*inputs)
+                sync()
+                elapsed = torch.tensor([(time.perf_counter() - t) * 1e6], device=device)
+                dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the iteration ends with its slowest rank
+                samples[m].append(float(elapsed.item()))
+                # checked before another mode runs: a CUDA graph's next replay overwrites it
+                err, mismatches = compare(out, expected)  # the float32 tolerances of every benchmark row
+                worst[m] = max(worst[m], err)
+                if mismatches and rows[m]["error"] is None:
+                    rows[m].update(status="mismatch", error=f"sample {s} on rank {rank}: {mismatches[0]}")
+                del out
+    for m, row in rows.items():
+        if row["error"] is None:
+            row["status"] = "ok"
+        stats = summary(samples[m])
+        row.update(median_us=stats["median"], p10_us=stats["p10"], p90_us=stats["p90"], samples_us=samples[m],
+                   worst_error=worst[m])
+    return list(rows.values())
 
 
 def teardown(exit_code: int, wait_s: float = 60.0) -> None:
@@ -163,36 +181,47 @@ def teardown(exit_code: int, wait_s: float = 60.0) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.groups is not None:
+        names = args.groups.split()
+        unknown = [m for m in names if m not in MODES]
+        if unknown:
+            print(f"grace.tp: unknown mode(s) {', '.join(unknown)}; known: {', '.join(sorted(MODES))}", file=sys.stderr)
+            return 2
+        for group in groups(names):
+            print(",".join(group))
+        return 0
     if args.env is not None:
         if args.env not in MODES:
             print(f"grace.tp: unknown mode {args.env}; known: {', '.join(MODES)}", file=sys.stderr)
             return 2
         print(mode_env(args.env))
         return 0
-    wrong = env_mismatch(args.mode, dict(os.environ))
+    wrong = env_mismatch(args.modes[0], dict(os.environ))
     if wrong:
         print(f"grace.tp: mode {args.mode} needs {' '.join(wrong)} from the start "
-              f"(`env $(python -m grace.tp --env {args.mode}) torchrun ...`)", file=sys.stderr)
+              f"(`env $(python -m grace.tp --env {args.modes[0]}) torchrun ...`)", file=sys.stderr)
         return 2
     rank = int(os.environ.get("RANK", "0"))
     if args.hang_dump > 0:
         faulthandler.dump_traceback_later(args.hang_dump, repeat=True)
     try:
-        row = run(args)
+        rows = run(args)
     except Exception as e:  # noqa: BLE001 - a failed configuration is a row, the sweep goes on
         traceback.print_exc()
-        row = {"workload": args.workload, "tp": int(os.environ.get("WORLD_SIZE", "1")), "mode": args.mode,
-               "round": args.round, "status": "error", "error": f"{type(e).__name__}: {e}"}
+        rows = [{"workload": args.workload, "tp": int(os.environ.get("WORLD_SIZE", "1")), "mode": m,
+                 "round": args.round, "status": "error", "error": f"{type(e).__name__}: {e}"} for m in args.modes]
     finally:
         faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-        print(f"grace.tp: {row['workload']} tp={row['tp']} {row['mode']}: {row['status']}"
-              + (f", median {row['median_us']:.1f} us" if row.get("median_us") is not None else f" ({row['error']})"),
-              flush=True)
-    code = 0 if row["status"] == "ok" else 1
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+        for row in rows:
+            print(f"grace.tp: {row['workload']} tp={row['tp']} {row['mode']}: {row['status']}"
+                  + (f", median {row['median_us']:.1f} us" if row.get("median_us") is not None else f" ({row['error']})"),
+                  flush=True)
+    code = 0 if all(row["status"] == "ok" for row in rows) else 1
     teardown(code)
     return code
 
