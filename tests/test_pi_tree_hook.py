@@ -808,13 +808,13 @@ class _Capture:
 
 
 def _generated_identity() -> Any:
-    """Inductor's generated code as far as PI can tell: ``call(args)`` returns its input."""
+    """Inductor's generated code as far as PI can tell: ``call(args)`` returns its first input."""
     import types
 
     from torch._inductor.codecache import PyCodeCache
 
     module = types.ModuleType("grace_test_generated_identity")
-    exec("def call(args):\n    (a,) = args\n    args.clear()\n    return (a,)\n", module.__dict__)
+    exec("def call(args):\n    a = args[0]\n    args.clear()\n    return (a,)\n", module.__dict__)
     PyCodeCache.modules.append(module)
     return module.call
 
@@ -877,6 +877,27 @@ def test_record_leaves_a_function_it_does_not_handle_to_one_stock_capture() -> N
     record(node, user_function, [x], capture)
     ((_, _, watch),) = capture.calls
     assert isinstance(watch, contextlib.nullcontext) and node.grace_pi == "unset"
+
+
+def test_record_captures_a_graph_handed_a_generator_once_stock_and_reports_why() -> None:
+    """A graph that draws from a generator draws other numbers each run, so PI's check could
+    never pass: one stock capture instead of a watched one and a second, stock."""
+    import contextlib
+
+    from grace.pi import report
+    from grace.pi.tree_hook import record
+
+    x = torch.randn(64)
+    node = _record_node(x)
+    node.non_static_input_idx = [0]
+    report.reset()
+    capture = _Capture(node, IDENTITY)
+    record(node, IDENTITY, [x, torch.Generator()], capture)
+    ((graph, _, watch),) = capture.calls
+    assert isinstance(watch, contextlib.nullcontext) and graph == "graph as the tree made it"
+    (reported,) = report.records()
+    assert reported.strategy == "none (recorded stock)" and reported.copy_bytes_after == reported.copy_bytes_before == 256
+    report.reset()
 
 
 def test_record_captures_again_stock_when_planning_raises(monkeypatch, caplog) -> None:

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 log = get_logger("grace.pi")
 
+RNG_UNCHECKABLE = "the graph draws random numbers, so it cannot be run twice to be checked"
+
 
 @dataclass
 class Finished:
@@ -169,7 +171,7 @@ def validate(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,
     """The check of :mod:`grace.pi.check`, told why this graph cannot be run outside its
     capture, if it cannot."""
     if rec.has_rng:
-        unverifiable = "the graph draws random numbers, so it cannot be run twice to be checked"
+        unverifiable = RNG_UNCHECKABLE
     elif rec.unverifiable is not None:  # run outside the capture it could differ, or crash
         unverifiable = f"the graph cannot be run outside its capture to be checked: {rec.unverifiable}"
     else:
@@ -207,6 +209,15 @@ def rerecord(rec: Recording, node_name: str, plan: GraphPlan, why: str, what: st
                                   plan.copy_bytes_before, 0, [],
                                   {t.input_index: why for t in rec.tracked.values()}))
     return Finished(None, rerecord=why)
+
+
+def recorded_stock(rec: Recording, node_name: str, why: str) -> None:
+    """Log and report a graph that :func:`grace.pi.tree_hook.record` captures stock from the
+    start, each input keeping its copy for ``why``."""
+    log.info("PI %s: recorded stock: %s", node_name, why)
+    copied = plan_of(rec).copy_bytes_before
+    report.add(report.GraphRecord(node_name, "none (recorded stock)", copied, copied, 0, [],
+                                  {t.input_index: why for t in rec.tracked.values()}))
 
 
 def every_input_copied(rec: Recording, why: str) -> GraphPlan:

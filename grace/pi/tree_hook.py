@@ -79,7 +79,7 @@ from typing import Any
 
 from grace.log import get_logger
 from grace.pi.check import Captured
-from grace.pi.finish import FINISHERS, Finished
+from grace.pi.finish import FINISHERS, RNG_UNCHECKABLE, Finished, recorded_stock
 from grace.pi.guard import InputLayout
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
 from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, Placeholder, Slot
@@ -293,11 +293,16 @@ def record(node: Any, model: Any, inputs: list[Any],
     are held through it, so that a graph that fails its check (:meth:`Recording.finish`) is
     captured again with every launch stock, on the same placeholders, into a fresh graph; so is
     one whose planning raised, which would otherwise leave the node half made after the tree
-    restored its allocator for it. A function PI does not record (no placeholder, or not Inductor's generated code) is captured
-    once, as stock.
+    restored its allocator for it. A function PI does not record (no placeholder, or not
+    Inductor's generated code) is captured once, as stock; so is one handed a random-number
+    generator, whose graph draws other numbers each time it runs and so could never pass the
+    check.
     """
     recording = start_recording(node.device, inputs, node.non_static_input_idx, model)
     if recording is None:
+        return capture(inputs, contextlib.nullcontext())
+    if recording.has_rng:  # its check could never pass: one stock capture, not two
+        recorded_stock(recording, f"graph {node.id}", RNG_UNCHECKABLE)
         return capture(inputs, contextlib.nullcontext())
     held = list(inputs)
     if recording.keeps_graph:  # strategies (2) and (3) read the captured graph's nodes
