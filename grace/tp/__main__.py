@@ -58,7 +58,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         unknown = [m for m in args.modes if m not in MODES]
         if unknown:
             p.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(sorted(MODES))}")
-        if len({tuple(sorted(MODES[m].env.items())) for m in args.modes}) > 1:
+        if len({_switches(m) for m in args.modes}) > 1:
             p.error(f"modes {args.mode} start with different switches: one torchrun each (--groups)")
     return args
 
@@ -67,8 +67,13 @@ def groups(modes: Sequence[str]) -> list[list[str]]:
     """``modes`` grouped by the environment they start with, in order of first appearance."""
     by_env: dict[tuple, list[str]] = {}
     for m in modes:
-        by_env.setdefault(tuple(sorted(MODES[m].env.items())), []).append(m)
+        by_env.setdefault(_switches(m), []).append(m)
     return list(by_env.values())
+
+
+def _switches(mode: str) -> tuple[tuple[str, str], ...]:
+    """The environment ``mode`` starts with, comparable."""
+    return tuple(sorted(MODES[mode].env.items()))
 
 
 def mode_env(name: str) -> str:
