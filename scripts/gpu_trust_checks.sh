@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What "trust" asks of every change to the tree, PI, SCG or CGCT, in device calls of ten minutes:
 #
-#   STEP=tests      the project's CUDA tests (PI, SCG, CGCT, bench), each file in its own process
+#   STEP=tests      the project's CUDA tests (PI, SCG, CGCT, bench), each file in its own process,
+#                   the files shared out over the visible GPUs
 #   STEP=difftest   the randomized differential test, every configuration, DIFF_SECONDS of new
 #                   programs (default 240), into DIFF_RUN (default: a new run); with RESUME=1 it
 #                   adds to DIFF_RUN (default: the latest run). Its programs, and the upstream
@@ -30,12 +31,23 @@ case "$STEP" in
     OUT=results/raw/gpu_checks/${TESTS_RUN:-$(date -u +%Y%m%d-%H%M%S)-trust}
     mkdir -p "$OUT"
     deadline=$((SECONDS + TOTAL_S - 15))
-    for f in tests/test_pi_tree_cuda.py tests/test_pi_cuda.py tests/test_scg_cuda.py tests/test_cgct_cuda.py \
-             tests/test_bench_cuda.py; do
-      left=$((deadline - SECONDS)); (( left > 0 )) || { echo "== $f: skipped, no time left"; continue; }
-      timeout "$left" "$PY" -m pytest -q -rs "$f" > "$OUT/$(basename "$f" .py).log" 2>&1
-      echo "== $f: exit $? ($(tail -n 1 "$OUT/$(basename "$f" .py).log"))"
+    # one lane per visible GPU, each running its share of the files one after another
+    ngpu=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
+    IFS=, read -ra visible <<< "${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((ngpu - 1)))}"
+    files=(tests/test_pi_tree_cuda.py tests/test_pi_cuda.py tests/test_scg_cuda.py tests/test_cgct_cuda.py
+           tests/test_bench_cuda.py)
+    for ((lane = 0; lane < ngpu; lane++)); do
+      (
+        export CUDA_VISIBLE_DEVICES=${visible[$lane]}
+        for ((k = lane; k < ${#files[@]}; k += ngpu)); do
+          f=${files[$k]}; log="$OUT/$(basename "$f" .py).log"
+          left=$((deadline - SECONDS)); (( left > 0 )) || { echo "== $f: skipped, no time left"; continue; }
+          timeout "$left" "$PY" -m pytest -q -rs "$f" > "$log" 2>&1
+          echo "== $f: exit $? on GPU $CUDA_VISIBLE_DEVICES ($(tail -n 1 "$log"))"
+        done
+      ) &
     done
+    wait
     paths=("$OUT") ;;
   difftest)
     if [ "${RESUME:-0}" = 1 ]; then  # add to the named run, or to the latest one
