@@ -409,7 +409,8 @@ def test_run_through_subprocesses_with_inductor(tmp_path: Path) -> None:
 def test_parse_probes_names_all_and_refuses_unknown() -> None:
     from grace.difftest.probe import parse_probes
 
-    assert parse_probes("all") == ["gc", "liveness", "paths", "history"], "all is every observing probe, no experiment"
+    assert parse_probes("all") == ["gc", "liveness", "paths", "history", "trace"], \
+        "all is every observing probe, no experiment"
     assert parse_probes("gc-off, liveness") == ["gc-off", "liveness"]
     with pytest.raises(ValueError, match="unknown probe"):
         parse_probes("gc,leaks")
@@ -426,11 +427,13 @@ def test_probes_install_on_the_tree_and_remove_puts_it_back() -> None:
     before = {a: ct.CUDAGraphNode.__dict__[a] for a in ("_record", "check_invariants", "__init__")}
     warm_run = ct.CUDAWarmupNode.__dict__["run"]
     dealloc = ct.CUDAGraphTreeManager.__dict__["dealloc_current_path_weakrefs"]
+    manager_run = ct.CUDAGraphTreeManager.__dict__["run"]
     history = config.triton.cudagraph_trees_history_recording
-    probes = Probes(["gc", "liveness", "paths", "history", "gc-off"], out=io.StringIO()).install()
+    probes = Probes(["gc", "liveness", "paths", "history", "trace", "gc-off"], out=io.StringIO()).install()
     try:
         assert all(ct.CUDAGraphNode.__dict__[a] is not f for a, f in before.items())
         assert ct.CUDAWarmupNode.__dict__["run"] is not warm_run
+        assert ct.CUDAGraphTreeManager.__dict__["run"] is not manager_run
         assert config.triton.cudagraph_trees_history_recording is True
         assert probes._on_gc in __import__("gc").callbacks
     finally:
@@ -438,6 +441,7 @@ def test_probes_install_on_the_tree_and_remove_puts_it_back() -> None:
     assert {a: ct.CUDAGraphNode.__dict__[a] for a in before} == before
     assert ct.CUDAWarmupNode.__dict__["run"] is warm_run
     assert ct.CUDAGraphTreeManager.__dict__["dealloc_current_path_weakrefs"] is dealloc
+    assert ct.CUDAGraphTreeManager.__dict__["run"] is manager_run
     assert config.triton.cudagraph_trees_history_recording == history
     assert probes._on_gc not in __import__("gc").callbacks
 
@@ -467,6 +471,24 @@ def test_the_gc_probe_reports_collections_only_while_a_node_records() -> None:
     probes._on_gc("stop", {"generation": 0, "collected": 5})
     assert "collected 5 object(s) while graph 3 recorded" in out.getvalue()
     assert probes.collections_in_recording == 1
+
+
+def test_the_trace_probe_says_what_a_call_ran_and_where_the_tree_stands() -> None:
+    import enum
+    from types import SimpleNamespace
+
+    from grace.difftest.probe import describe_call
+
+    state = enum.Enum("ExecutionState", "NONE WARMUP RECORDING EXECUTION")
+    root = SimpleNamespace(id=SimpleNamespace(id=0))
+    child = SimpleNamespace(id=SimpleNamespace(id=3))
+    root._path_from_root, child._path_from_root = [root], [root, child]
+    manager = SimpleNamespace(current_node=child, current_gen=7, path_state=state.EXECUTION)
+    line = describe_call(manager, SimpleNamespace(id=2), False, [torch.zeros(2)])
+    assert line.startswith("call function 2: SimpleNamespace 3, path [0, 3], generation 7, EXECUTION; outputs at ['0x")
+    idle = SimpleNamespace(current_node=None, current_gen=-1, path_state=state.NONE)
+    assert describe_call(idle, SimpleNamespace(id=5), True, None) == (
+        "call function 5 (kept out by SCG): no node, generation -1, NONE; outputs at []")
 
 
 def test_describe_referrers_walks_up_through_containers() -> None:

@@ -14,6 +14,12 @@ process only, print to stderr what the messages leave out:
   (the tree asserts they do when it ends a warm-up), named with its function and where it ran.
 * ``history``: the allocator records stack traces, so that the tree's pool check names where
   a block nobody tracks was allocated.
+* ``trace``: one line per call the tree manager takes (the function, whether SCG keeps it out,
+  the node the tree stands on afterwards, its path, the generation, the addresses of the
+  outputs handed back), and one per path the tree ends (whose outputs it marks dead). A held
+  output that reads stale under one configuration and raises under stock is explained by
+  the two traces side by side: which later call wrote its address, and whether its node was
+  on the path the tree ended before.
 * ``gc-off`` (an experiment, not an observation): the cyclic collector is off while a node is
   built and recorded, so that only reference counts decide what dies during a recording.
 
@@ -28,7 +34,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-PROBES = ("gc", "liveness", "paths", "history", "gc-off")
+PROBES = ("gc", "liveness", "paths", "history", "trace", "gc-off")
 
 
 def parse_probes(text: str) -> list[str]:
@@ -109,6 +115,9 @@ class Probes:
         if "paths" in self.names:
             self._wrap(ct.CUDAWarmupNode, "run", self._warming)
             self._wrap(ct.CUDAGraphTreeManager, "dealloc_current_path_weakrefs", self._ending_path)
+        if "trace" in self.names:
+            self._wrap(ct.CUDAGraphTreeManager, "run", self._tracing_run)
+            self._wrap(ct.CUDAGraphTreeManager, "dealloc_current_path_weakrefs", self._tracing_end)
         if "gc-off" in self.names:
             self._wrap(ct.CUDAGraphNode, "__init__", self._without_gc)
         return self
@@ -196,6 +205,27 @@ class Probes:
                 raise
         return dealloc_current_path_weakrefs
 
+    # -- trace ------------------------------------------------------------------------------
+
+    def _tracing_run(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        probes = self
+
+        def run(manager: Any, new_inputs: Any, function_id: Any) -> Any:
+            kept_out = function_id in getattr(manager, "grace_no_graph_functions", ())
+            out = original(manager, new_inputs, function_id)
+            probes.say(describe_call(manager, function_id, kept_out, out))
+            return out
+        return run
+
+    def _tracing_end(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        probes = self
+
+        def dealloc_current_path_weakrefs(manager: Any) -> None:
+            path = [] if manager.current_node is None else list(manager.current_node._path_from_root)
+            probes.say(f"tree ends path {[n.id.id for n in path]}: their live outputs are marked dead")
+            original(manager)
+        return dealloc_current_path_weakrefs
+
     # -- liveness ---------------------------------------------------------------------------
 
     def _checking(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -229,6 +259,17 @@ class Probes:
                 self.say(f"    tensor {tuple(t.shape)} {t.dtype}, referred to by:")
                 for line in describe_referrers(t, ignore=[tensors]):
                     self.say("    " + line)
+
+
+def describe_call(manager: Any, function_id: Any, kept_out: bool, out: Any) -> str:
+    """One line for a call the tree manager took: what it ran and where the tree stands after."""
+    node = manager.current_node
+    where = "no node" if node is None else (
+        f"{type(node).__name__} {node.id.id}, path {[n.id.id for n in node._path_from_root]}")
+    ptrs = [hex(t.data_ptr()) for t in (out or ()) if hasattr(t, "data_ptr")]
+    state = getattr(manager.path_state, "name", manager.path_state)
+    return (f"call function {function_id.id}{' (kept out by SCG)' if kept_out else ''}: {where}, "
+            f"generation {manager.current_gen}, {state}; outputs at {ptrs}")
 
 
 def _storage_ptr(obj: Any, torch: Any) -> int | None:
