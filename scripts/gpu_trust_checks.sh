@@ -23,6 +23,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh || exit 2
 PY=$(bash scripts/python.sh) || exit 2
+read -ra GPUS <<< "$(bash scripts/visible_gpus.sh)"  # the steps spread their processes over these
 for v in $(env | grep -o '^TORCHINDUCTOR_[A-Z_]*'); do unset "$v"; done
 TOTAL_S=${TOTAL_S:-570}
 STEP=${STEP:?"set STEP to tests, difftest or upstream"}
@@ -32,14 +33,12 @@ case "$STEP" in
     mkdir -p "$OUT"
     deadline=$((SECONDS + TOTAL_S - 15))
     # one lane per visible GPU, each running its share of the files one after another
-    ngpu=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
-    IFS=, read -ra visible <<< "${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((ngpu - 1)))}"
     files=(tests/test_pi_tree_cuda.py tests/test_pi_cuda.py tests/test_scg_cuda.py tests/test_cgct_cuda.py
            tests/test_bench_cuda.py)
-    for ((lane = 0; lane < ngpu; lane++)); do
+    for ((lane = 0; lane < ${#GPUS[@]}; lane++)); do
       (
-        export CUDA_VISIBLE_DEVICES=${visible[$lane]}
-        for ((k = lane; k < ${#files[@]}; k += ngpu)); do
+        export CUDA_VISIBLE_DEVICES=${GPUS[$lane]}
+        for ((k = lane; k < ${#files[@]}; k += ${#GPUS[@]})); do
           f=${files[$k]}; log="$OUT/$(basename "$f" .py).log"
           left=$((deadline - SECONDS)); (( left > 0 )) || { echo "== $f: skipped, no time left"; continue; }
           timeout "$left" "$PY" -m pytest -q -rs "$f" > "$log" 2>&1
@@ -56,8 +55,7 @@ case "$STEP" in
       run=${DIFF_RUN:-$(date -u +%Y%m%d-%H%M%S)}
     fi
     budget=${DIFF_SECONDS:-240}
-    ngpu=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
-    jobs=$(( 13 * ngpu < $(nproc) - 2 ? 13 * ngpu : $(nproc) - 2 ))  # children take the GPUs in turn
+    jobs=$(( 13 * ${#GPUS[@]} < $(nproc) - 2 ? 13 * ${#GPUS[@]} : $(nproc) - 2 ))  # children take the GPUs in turn
     RUN_ID=$run MAX_STEPS=${MAX_STEPS:-600} SECONDS_BUDGET=$budget HARD_SECONDS=$((TOTAL_S - 60)) \
       JOBS=${JOBS:-$jobs} TIMEOUT=${TIMEOUT:-$((TOTAL_S - 90))} timeout "$TOTAL_S" bash scripts/run_differential_test.sh
     paths=("results/raw/differential/$run" results/raw/differential/latest.txt) ;;

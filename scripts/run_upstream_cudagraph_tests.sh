@@ -45,13 +45,13 @@ RAW=results/raw/upstream_cudagraph_trees/$RUN_ID
 CONFIGS=${CONFIGS:-$("$PY" -m grace.report.upstream --list)}
 SHARDS=${SHARDS:-2}
 # Every visible GPU takes pytest processes in turn (a caller's CUDA_VISIBLE_DEVICES picks them).
-NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
+read -ra GPUS <<< "$(bash scripts/visible_gpus.sh)"
+NGPU=${#GPUS[@]}
 PROCS=${PROCS:-$(( 16 * NGPU < $(nproc) ? 16 * NGPU : $(nproc) ))}
 launched=0
 on_next_gpu() {  # on_next_gpu: the subshell about to start runs on the next GPU in turn
   if [ "$NGPU" -gt 1 ]; then
-    local visible; IFS=, read -ra visible <<< "${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((NGPU - 1)))}"
-    GPU_FOR_NEXT=${visible[$((launched % NGPU))]}
+    GPU_FOR_NEXT=${GPUS[$((launched % NGPU))]}
   fi
   launched=$((launched + 1))
 }

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from grace.pi import tree_hook
+from grace.pi import variant as variants
 from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX
 from grace.pi.replay import CopyingReplay, PIReplay
 from grace.pi.tree_hook import start_recording
@@ -83,7 +84,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[FakeVariant]:
         made[-1].names = names  # type: ignore[attr-defined]
         return made[-1]
 
-    monkeypatch.setattr(tree_hook, "build_variant", build)
+    monkeypatch.setattr(variants, "indirected_variant", build)
     monkeypatch.setattr(tree_hook, "_VARIANTS", {})
     return made
 
@@ -137,7 +138,7 @@ def test_a_kernel_that_writes_the_input_or_cannot_be_built_leaves_the_input_copi
     def broken(*_: Any) -> Any:
         raise RuntimeError("no module source")
 
-    tree_hook.build_variant = broken  # the fixture's monkeypatch restores it
+    variants.indirected_variant = broken  # the fixture's monkeypatch restores it
     assert rec.launch(autotuner("triton_other_1"), LAUNCHER, [y, y, y, 64], {}, stream=0) is NotImplemented
     assert "no module source" in rec.blocked[1][0]
 

@@ -33,7 +33,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from grace.difftest.programs import DEFAULT_MAX_STEPS, KINDS
 from grace.paths import REPO_ROOT
@@ -220,22 +220,22 @@ def by_seed(records: Iterable[dict[str, Any]]) -> dict[int, dict[str, dict[str, 
 
 def worse_than_stock(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records of non-stock configurations that did worse than stock on the same seed."""
-    out = []
-    for seed, results in sorted(by_seed(records).items()):
-        stock = results.get(STOCK)
-        if stock is None:
-            continue
-        out += [r for c, r in results.items() if c != STOCK and is_worse(stock, r)]
-    return out
+    return _judged_against_stock(records, is_worse)
 
 
 def past_stock(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records of non-stock configurations that failed later than stock on the same seed."""
+    return _judged_against_stock(records, failed_past_stock)
+
+
+def _judged_against_stock(records: Iterable[dict[str, Any]],
+                          judge: Callable[[dict[str, Any], dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The non-stock records for which ``judge(stock's record, record)`` holds, seed by seed."""
     out = []
     for seed, results in sorted(by_seed(records).items()):
         stock = results.get(STOCK)
         if stock is not None:
-            out += [r for c, r in results.items() if c != STOCK and failed_past_stock(stock, r)]
+            out += [r for c, r in results.items() if c != STOCK and judge(stock, r)]
     return out
 
 

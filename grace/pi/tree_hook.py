@@ -194,21 +194,15 @@ class Recording:
 _VARIANTS: dict[tuple, Any] = {}
 
 
-def build_variant(autotuner: Any, config: Any, arg_names: Sequence[str]) -> Any:
-    """The indirected variant of ``autotuner``'s kernel (tests replace this)."""
-    from grace.pi.variant import indirected_variant
-
-    return indirected_variant(autotuner, config, arg_names)
-
-
 def variant_for(autotuner: Any, launcher: Any, requests: Sequence[SlotRequest]) -> Any:
-    from grace.pi.variant import config_key, kernel_module_path
+    """The indirected variant of ``autotuner``'s kernel for these slot requests, built once."""
+    from grace.pi import variant as variants
 
-    key = (str(kernel_module_path(autotuner)), autotuner.fn.__name__, tuple(r.position for r in requests),
-           config_key(launcher.config))
+    key = (str(variants.kernel_module_path(autotuner)), autotuner.fn.__name__, tuple(r.position for r in requests),
+           variants.config_key(launcher.config))
     variant = _VARIANTS.get(key)
     if variant is None:
-        variant = build_variant(autotuner, launcher.config, [r.name for r in requests])
+        variant = variants.indirected_variant(autotuner, launcher.config, [r.name for r in requests])
         _VARIANTS[key] = variant
     return variant
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX
 from grace.stats import percentile
 
 DEFAULT_MARGIN = 0.03
@@ -31,18 +32,18 @@ class Choice(enum.Enum):
 # Simplest first: a more involved choice must beat every simpler one by the margin.
 SIMPLICITY: tuple[Choice, ...] = (Choice.NO_GRAPH, Choice.GRAPH, Choice.GRAPH_PI, Choice.GRAPH_PI_PRELUDE,
                                   Choice.GRAPH_PI_EXEC_UPDATE)
-# The PI strategy of each choice that records with PI.
-PI_STRATEGY: dict[Choice, str] = {Choice.GRAPH_PI: "ptx", Choice.GRAPH_PI_PRELUDE: "prelude",
-                                  Choice.GRAPH_PI_EXEC_UPDATE: "exec-update"}
+# The PI strategy of each choice that records with PI (grace.pi.plan's names).
+PI_STRATEGY: dict[Choice, str] = {Choice.GRAPH_PI: PTX, Choice.GRAPH_PI_PRELUDE: PRELUDE,
+                                  Choice.GRAPH_PI_EXEC_UPDATE: EXEC_UPDATE}
 GRAPHS: tuple[Choice, ...] = (Choice.GRAPH, *PI_STRATEGY)
+_BY_STRATEGY: dict[str, Choice] = {name: choice for choice, name in PI_STRATEGY.items()}
 
 
 def pi_choice(strategy: str) -> Choice:
     """The choice that records with PI under ``strategy``."""
-    for choice, name in PI_STRATEGY.items():
-        if name == strategy:
-            return choice
-    raise ValueError(f"no SCG choice for PI strategy {strategy!r}; known: {', '.join(PI_STRATEGY.values())}")
+    if strategy not in _BY_STRATEGY:
+        raise ValueError(f"no SCG choice for PI strategy {strategy!r}; known: {', '.join(_BY_STRATEGY)}")
+    return _BY_STRATEGY[strategy]
 
 FORCE_VALUES = ("", "graph")  # grace.config.scg_force
 

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from grace.log import get_logger
+from grace.scg.choose import PI_STRATEGY, SIMPLICITY
 from grace.paths import cache_dir, write_atomic
 
 log = get_logger("grace.scg")
+_WITH_PI = frozenset(c.value for c in PI_STRATEGY)  # the choices that record with PI
 
 # profiled now; read from the decision cache; decided by a rule without timing (see
 # grace.scg.tree_hook.TRAINING_FORWARD_RULE); or PT2-CG's behaviour after a failure
@@ -75,7 +77,7 @@ def summarize(recs: list[GraphRecord]) -> dict[str, Any]:
         "total": len(recs),
         "enabled": sum(1 for r in recs if r.choice != "no-graph"),
         "disabled": sum(1 for r in recs if r.choice == "no-graph"),
-        "with_pi": sum(1 for r in recs if r.choice.startswith("graph-pi")),
+        "with_pi": sum(1 for r in recs if r.choice in _WITH_PI),
         "profiled": sum(1 for r in recs if r.source == "profiled"),
         "from_cache": sum(1 for r in recs if r.source == "cache"),
         "by_rule": sum(1 for r in recs if r.source == "rule"),
@@ -115,8 +117,7 @@ def format_table(recs: list[GraphRecord]) -> str:
     lines = [f"{'graph':<16} {'mode':<9} {'kernels':>7} {'copied B':>10} {'no-graph us':>11} "
              f"{'graph us':>9} {'PI: ptx us':>10} {'prelude us':>10} {'exec-upd us':>11}  decision   source"]
     for r in recs:
-        cols = [r.medians_us.get(c) for c in ("no-graph", "graph", "graph-pi", "graph-pi-prelude",
-                                              "graph-pi-exec-update")]
+        cols = [r.medians_us.get(c.value) for c in SIMPLICITY]
         times = " ".join(f"{'-' if t is None else f'{t:.1f}':>{w}}" for t, w in zip(cols, (11, 9, 10, 10, 11)))
         lines.append(f"{r.name:<16} {r.mode:<9} {len(r.kernels):>7} {r.copied_bytes:>10} {times}  "
                      f"{r.choice:<10} {r.source}")
