@@ -409,7 +409,7 @@ def test_run_through_subprocesses_with_inductor(tmp_path: Path) -> None:
 def test_parse_probes_names_all_and_refuses_unknown() -> None:
     from grace.difftest.probe import parse_probes
 
-    assert parse_probes("all") == ["gc", "liveness", "paths", "history", "trace"], \
+    assert parse_probes("all") == ["gc", "liveness", "paths", "history", "trace", "checkpoint"], \
         "all is every observing probe, no experiment"
     assert parse_probes("gc-off, liveness") == ["gc-off", "liveness"]
     with pytest.raises(ValueError, match="unknown probe"):

@@ -20,6 +20,9 @@ process only, print to stderr what the messages leave out:
   output that reads stale under one configuration and raises under stock is explained by
   the two traces side by side: which later call wrote its address, and whether its node was
   on the path the tree ended before.
+* ``checkpoint``: when the tree's checkpoint of the allocator state (before a recording that
+  follows a replay) raises, each output the current path still counts as live: its node, its
+  index, its address, and whether its storage is one a path ended before has freed.
 * ``gc-off`` (an experiment, not an observation): the cyclic collector is off while a node is
   built and recorded, so that only reference counts decide what dies during a recording.
 
@@ -34,7 +37,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-PROBES = ("gc", "liveness", "paths", "history", "trace", "gc-off")
+PROBES = ("gc", "liveness", "paths", "history", "trace", "checkpoint", "gc-off")
 
 
 def parse_probes(text: str) -> list[str]:
@@ -118,6 +121,8 @@ class Probes:
         if "trace" in self.names:
             self._wrap(ct.CUDAGraphTreeManager, "run", self._tracing_run)
             self._wrap(ct.CUDAGraphTreeManager, "dealloc_current_path_weakrefs", self._tracing_end)
+        if "checkpoint" in self.names:
+            self._wrap(ct.CUDAGraphTreeManager, "apply_checkpoint_execution_state_in_allocator", self._checkpointing)
         if "gc-off" in self.names:
             self._wrap(ct.CUDAGraphNode, "__init__", self._without_gc)
         return self
@@ -226,6 +231,33 @@ class Probes:
             original(manager)
         return dealloc_current_path_weakrefs
 
+    # -- checkpoint -------------------------------------------------------------------------
+
+    def _checkpointing(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        probes = self
+
+        def apply_checkpoint_execution_state_in_allocator(manager: Any) -> None:
+            try:
+                original(manager)
+            except RuntimeError:
+                probes.report_live_path(manager.current_node)
+                raise
+        return apply_checkpoint_execution_state_in_allocator
+
+    def report_live_path(self, node: Any) -> None:
+        """Every output the path of ``node`` counts as live, and whether its storage was freed."""
+        import torch
+
+        self.say(f"checkpoint at graph {node.id} failed; path {[n.id.id for n in node._path_from_root]}; "
+                 f"live after graph: {node.live_indices_after_graph}")
+        for depth, index, owner, ref in live_path_outputs(node, node.live_indices_after_graph):
+            try:
+                torch.UntypedStorage._new_with_weak_ptr(ref()).data_ptr()
+                state = "accessible"
+            except RuntimeError as e:
+                state = f"freed ({str(e)[:60]})"
+            self.say(f"  output {index} of graph {owner.id} (depth {depth}), data_ptr {ref.data_ptr():#x}: {state}")
+
     # -- liveness ---------------------------------------------------------------------------
 
     def _checking(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -244,14 +276,9 @@ class Probes:
         """The expected-dead outputs a replay finds alive, each with its node and referrers."""
         import torch
 
-        path = list(node._path_from_root)
         self.say(f"graph {node.id}: liveness check failed; expected dead after recording: "
                  f"{node.expected_dead_indices_after_graph}")
-        for depth, index in node.expected_dead_indices_after_graph:
-            ref = node.path_weakrefs[depth][index]
-            if ref is None or ref() is None:
-                continue
-            owner = path[depth]
+        for depth, index, owner, ref in live_path_outputs(node, node.expected_dead_indices_after_graph):
             ptr = ref.data_ptr()
             self.say(f"  alive: output {index} of graph {owner.id} (depth {depth}), data_ptr {ptr:#x}")
             tensors = [o for o in gc.get_objects() if _storage_ptr(o, torch) == ptr]
@@ -259,6 +286,16 @@ class Probes:
                 self.say(f"    tensor {tuple(t.shape)} {t.dtype}, referred to by:")
                 for line in describe_referrers(t, ignore=[tensors]):
                     self.say("    " + line)
+
+
+def live_path_outputs(node: Any, indices: Iterable[tuple[int, int]]) -> Iterable[tuple[int, int, Any, Any]]:
+    """(depth, output index, the node at that depth, its storage weakref) for each of ``indices``
+    (pairs of depth on ``node``'s path and output index) whose storage is still alive."""
+    path = list(node._path_from_root)
+    for depth, index in indices:
+        ref = node.path_weakrefs[depth][index]
+        if ref is not None and ref() is not None:
+            yield depth, index, path[depth], ref
 
 
 def describe_call(manager: Any, function_id: Any, kept_out: bool, out: Any) -> str:
