@@ -348,6 +348,37 @@ def test_worse_md_lists_replay_commands_and_stock_failures(tmp_path: Path) -> No
     assert "seed 2: error" in stock_part and "GRACE_DISABLE=1" in stock_part
 
 
+def _stale_case(seed: int, again_detected: list) -> list[dict[str, Any]]:
+    """A program where stock caught the overwrite of step 0's held output at step 4, the second
+    stock run caught ``again_detected``, and cgct read step 0's output stale at step 4."""
+    return [{**_r("stock", "ok", seed=seed), "detected": [[4, 0]], "stale": []},
+            {**_r("stock-again", "ok", seed=seed), "detected": again_detected,
+             "stale": [] if again_detected else [[4, 0]]},
+            {**_r("cgct", "ok", seed=seed), "detected": [], "stale": [[4, 0]]}]
+
+
+def test_a_configuration_is_worse_only_than_both_stock_runs(tmp_path: Path) -> None:
+    records = _stale_case(1, again_detected=[[4, 0]]) + _stale_case(2, again_detected=[])
+    worse = {(r["seed"], r["configuration"]) for r in worse_than_stock(records)}
+    # seed 1: both stock runs caught it; seed 2: the second read it stale too, as cgct did, and is
+    # itself worse than the first (the noise floor, judged against the first stock run alone)
+    assert worse == {(1, "cgct"), (2, "stock-again")}
+    settings = Settings(configs=["stock", "cgct", "stock-again"], out=tmp_path, max_steps=5)
+    rows = {r["configuration"]: r for r in write_reports(tmp_path, records, settings)}
+    assert (rows["cgct"]["worse_than_stock"], rows["stock-again"]["worse_than_stock"]) == (1, 1)
+    text = (tmp_path / "worse_than_stock.md").read_text()
+    assert "## seed 1, cgct: ok (stock: ok, ok)" in text and "- stock-again: ok detail; stale reads none" in text
+
+
+def test_stock_runs_again_by_default_with_stocks_environment() -> None:
+    from grace.difftest.__main__ import parse_args
+    from grace.difftest.runner import CONFIGURATIONS as DIFF_CONFIGURATIONS, STOCK_AGAIN
+
+    assert parse_args(["run", "--out", "x"]).configs.split(",")[-1] == STOCK_AGAIN
+    assert DIFF_CONFIGURATIONS[STOCK_AGAIN] == CONFIGURATIONS["stock"]
+    assert "GRACE_DISABLE=1" in replay_command(3, STOCK_AGAIN, Settings(configs=[STOCK_AGAIN], out=Path("x")))
+
+
 def test_summary_without_stock_judges_nothing() -> None:
     rows = summarize([r for r in _records() if r["configuration"] != "stock"], ["cgct", "all"])
     assert all(row["worse_than_stock"] == "" for row in rows)

@@ -8,7 +8,9 @@
     show       print a seed's program
     summarize  rewrite and print a run folder's summary from its results.jsonl
 
-A configuration's environment (``python -m grace.report.upstream --env NAME``) is read at
+The configurations are :data:`grace.report.upstream.CONFIGURATIONS` and ``stock-again``, stock
+run a second time (:data:`grace.difftest.runner.STOCK_AGAIN`). A configuration's environment
+(``python -m grace.report.upstream --env NAME``; stock's for ``stock-again``) is read at
 interpreter start, so ``run-one`` takes it from its own environment: the replay command that
 ``worse_than_stock.md`` gives for a program sets it.
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from grace.difftest.programs import DEFAULT_MAX_STEPS, generate, parse_kinds
-from grace.report.upstream import CONFIGURATIONS
+from grace.difftest.runner import CONFIGURATIONS
 
 
 def _program_options(p: argparse.ArgumentParser) -> None:
@@ -44,7 +46,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     one = sub.add_parser("run-one", help="run one program in this process")
     one.add_argument("--seed", type=int, required=True)
     one.add_argument("--probe", default=None,
-                     help="diagnose a failure: comma-separated tree probes (gc, liveness, history) or all; "
+                     help="diagnose a failure: comma-separated tree probes (gc, liveness, paths, history, trace, "
+                          "checkpoint, gc-off) or all; "
                           "they print to stderr (grace.difftest.probe)")
     _program_options(one)
     _device_options(one)

@@ -37,7 +37,16 @@ from typing import Any, Callable, Iterable, TextIO
 
 from grace.difftest.programs import DEFAULT_MAX_STEPS, KINDS
 from grace.paths import REPO_ROOT
-from grace.report.upstream import CONFIGURATIONS, STOCK
+from grace.report import upstream
+
+STOCK = upstream.STOCK
+# Stock run a second time on every program: CUDA graph trees' own outcome on a program that
+# holds outputs across replays varies from run to run (which held output a later replay
+# overwrites, and whether the tree notices, depends on when garbage is collected), so a
+# configuration is judged worse only where it is worse than both stock runs, and this
+# configuration's own judgment against stock is the floor of that noise.
+STOCK_AGAIN = "stock-again"
+CONFIGURATIONS: dict[str, dict[str, str]] = {**upstream.CONFIGURATIONS, STOCK_AGAIN: upstream.CONFIGURATIONS[STOCK]}
 
 STATUSES = ("ok", "mismatch", "error", "crash", "timeout")
 SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "stale_reads", "worse_than_stock",
@@ -165,7 +174,7 @@ def timeout_result(seed: int, seconds: float) -> dict[str, Any]:
 # Judging.
 
 def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Whether a configuration did worse than stock on one program.
+    """Whether a configuration did worse than one stock run on one program.
 
     Worse: a stale read of a held output that stock's read caught (see ``_stale_beyond_stock``);
     stock ok and this not; both errors, this one at an earlier step (it failed where stock still
@@ -219,23 +228,40 @@ def by_seed(records: Iterable[dict[str, Any]]) -> dict[int, dict[str, dict[str, 
 
 
 def worse_than_stock(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records of non-stock configurations that did worse than stock on the same seed."""
+    """The records of non-stock configurations that did worse than every stock run of the same seed."""
     return _judged_against_stock(records, is_worse)
 
 
 def past_stock(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records of non-stock configurations that failed later than stock on the same seed."""
+    """The records of non-stock configurations that failed later than every stock run on the same seed."""
     return _judged_against_stock(records, failed_past_stock)
+
+
+def stock_runs(results: dict[str, dict[str, Any]], config: str) -> list[dict[str, Any]]:
+    """The stock records of one seed that ``config``'s record is judged against: both stock runs,
+    except for the second stock run itself, judged against the first; none for stock."""
+    if config == STOCK:
+        return []
+    names = (STOCK,) if config == STOCK_AGAIN else (STOCK, STOCK_AGAIN)
+    return [results[n] for n in names if n in results]
+
+
+def judged_worse(results: dict[str, dict[str, Any]], config: str) -> bool:
+    """Whether ``config`` did worse on this seed than every stock run of it."""
+    runs = stock_runs(results, config)
+    return bool(runs) and all(is_worse(s, results[config]) for s in runs)
 
 
 def _judged_against_stock(records: Iterable[dict[str, Any]],
                           judge: Callable[[dict[str, Any], dict[str, Any]], bool]) -> list[dict[str, Any]]:
-    """The non-stock records for which ``judge(stock's record, record)`` holds, seed by seed."""
+    """The records for which ``judge(stock's record, record)`` holds for every stock run they are
+    judged against (:func:`stock_runs`), seed by seed."""
     out = []
     for seed, results in sorted(by_seed(records).items()):
-        stock = results.get(STOCK)
-        if stock is not None:
-            out += [r for c, r in results.items() if c != STOCK and judge(stock, r)]
+        for config, r in results.items():
+            runs = stock_runs(results, config)
+            if runs and all(judge(s, r) for s in runs):
+                out.append(r)
     return out
 
 
@@ -275,17 +301,18 @@ def write_worse_md(path: Path, records: list[dict[str, Any]], settings: Settings
     elif not worse:
         lines += ["None.", ""]
     for r in worse:
-        stock = seeds[r["seed"]][STOCK]
-        lines += [f"## seed {r['seed']}, {r['configuration']}: {r['status']} (stock: {stock['status']})", "",
-                  f"- detail: {r['detail'] or 'ok'}", f"- stock: {stock['detail'] or 'ok'}",
-                  f"- stale reads (step, held step): {r.get('stale') or 'none'}; stock's: {stock.get('stale') or 'none'}",
+        stocks = stock_runs(seeds[r["seed"]], r["configuration"])
+        lines += [f"## seed {r['seed']}, {r['configuration']}: {r['status']} "
+                  f"(stock: {', '.join(s['status'] for s in stocks)})", "", f"- detail: {r['detail'] or 'ok'}"]
+        lines += [f"- {s['configuration']}: {s['detail'] or 'ok'}; stale reads {s.get('stale') or 'none'}" for s in stocks]
+        lines += [f"- stale reads (step, held step): {r.get('stale') or 'none'}",
                   f"- replay: `{replay_command(r['seed'], r['configuration'], settings)}`", ""]
     past = past_stock(records)
     lines += ["# Failed after stock's own failure", "",
               "Programs where stock raised at some step and this configuration ran that step, then "
               "raised later: not worse (no stock run reaches that later step), but a failure to look at.", ""]
     for r in past:
-        stock = seeds[r["seed"]][STOCK]
+        stock = stock_runs(seeds[r["seed"]], r["configuration"])[0]
         lines += [f"- seed {r['seed']}, {r['configuration']}: {r['detail']} (stock: {stock['detail']}); "
                   f"`{replay_command(r['seed'], r['configuration'], settings)}`"]
     if not past:
@@ -499,10 +526,10 @@ class Campaign:
 
     def seed_done(self, seed: int) -> None:
         results = by_seed(self.records)[seed]
-        stock = results.get(STOCK)
         for config, r in results.items():
-            if stock is not None and config != STOCK and is_worse(stock, r):
-                self.say(f"seed {seed} {config}: WORSE THAN STOCK ({r['status']} vs stock {stock['status']})")
+            if judged_worse(results, config):
+                stocks = ", ".join(s["status"] for s in stock_runs(results, config))
+                self.say(f"seed {seed} {config}: WORSE THAN STOCK ({r['status']} vs stock {stocks})")
 
     def progress(self) -> None:
         self.last_progress = time.monotonic()
