@@ -22,6 +22,7 @@ class WorkerOptions:
     release_memory: bool = False  # return cached GPU memory between timed chunks
     gpu_time: bool = False  # after each timed sample, one more iteration's device time alone
     check_after: bool = False  # outputs kept and checked after a chunk's samples, not between them
+    layers: bool = False  # after each timed sample, one more iteration's host time split by layer
 
     def __post_init__(self) -> None:
         if self.warmup < 0 or self.coverage < 0:
@@ -60,6 +61,9 @@ FLAGS: dict[str, str] = {
     "gpu_time": "after each timed sample, time one more iteration's device work alone (the GPU held behind "
                 "a sleeping kernel while the host queues it): the rows' gpu_us, which Figure 9 plots "
                 "beside the per-iteration time",
+    "layers": "after each timed sample, time one more iteration with a clock at each layer's entry (Dynamo, "
+              "AOTAutograd, Inductor's output code, the CUDA graph tree, the node's replay, PI, the launch): the "
+              "rows' layers_us and host_us (grace.bench.layers)",
     "check_after": "keep a copy of each timed sample's output and check them all after the chunk's samples are "
                    "timed, so that no eager forward runs between two timed samples (the copies stay on the "
                    "device: not for workloads whose outputs fill it)",

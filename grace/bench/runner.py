@@ -85,6 +85,7 @@ class Worker:
     row: dict[str, Any]
     samples: list[float] = field(default_factory=list)
     gpu_samples: list[float] = field(default_factory=list)
+    layer_samples: list[dict[str, float]] = field(default_factory=list)  # host us per layer, per sample
     buffer: str = ""
 
     def send(self, message: dict[str, Any]) -> None:
@@ -170,7 +171,8 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
         "warmup": settings.worker.warmup, "pinned_cpu": settings.pin_cpu,
         "compiled_together": settings.compile_together, "release_memory": settings.worker.release_memory,
-        "inner": settings.worker.inner, "gpu_us": None, "gpu_samples_us": None,
+        "inner": settings.worker.inner, "gpu_us": None, "gpu_samples_us": None, "layers_us": None,
+        "host_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
@@ -240,6 +242,7 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
                     message = worker.receive("samples")
                     worker.samples.extend(message["us"])
                     worker.gpu_samples.extend(us for us in message.get("gpu_us") or [] if us is not None)
+                    worker.layer_samples.extend(message.get("layers_us") or [])
                 except WorkerFailed as e:
                     fail(worker, str(e))
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
@@ -289,6 +292,11 @@ def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     if worker.gpu_samples:
         row["gpu_samples_us"] = worker.gpu_samples
         row["gpu_us"] = summary(worker.gpu_samples)
+    if worker.layer_samples:
+        # the median of each layer over the samples, and of each sample's total (the host's time)
+        row["layers_us"] = {layer: summary([s[layer] for s in worker.layer_samples])["median"]
+                            for layer in worker.layer_samples[0]}
+        row["host_us"] = summary([sum(s.values()) for s in worker.layer_samples])
     if worker.mode.compiled and not message["check"]["ok"]:
         row["status"] = "mismatch"
         row["error"] = f"outputs differ from eager: {message['check']['detail']}"

@@ -6,7 +6,7 @@ the protocol; stderr goes to the case's log file):
 
     worker -> {"event": "ready", "compile_s": ...}          after warm-up
     runner -> {"cmd": "run", "samples": [i, j, ...]}         timed iterations, in this order
-    worker -> {"event": "samples", "us": [...], "gpu_us": [...] or None}
+    worker -> {"event": "samples", "us": [...], "gpu_us": [...] or None, "layers_us": [{...}, ...] or None}
     runner -> {"cmd": "finish"}
     worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., "scg": ..., ...}
     worker -> {"event": "error", "error": "..."}             at any point, then exit 1
@@ -22,7 +22,9 @@ report for the process (:mod:`grace.scg.report`), or None where SCG decided noth
 With ``--gpu-time``, each timed sample is followed by one more iteration on the same input
 sample whose device time alone is measured (:meth:`Case.gpu_timed`): what the GPU spends on an
 iteration (input copies, pointer writes, a prelude kernel, the replay) apart from the host's
-part, as the paper's Figure 9 compares its ways of dereferencing pointers.
+part, as the paper's Figure 9 compares its ways of dereferencing pointers. With ``--layers``,
+one more iteration per timed sample is timed with a clock at each layer's entry
+(:meth:`Case.layered`, :mod:`grace.bench.layers`): the host's microseconds per layer.
 """
 
 from __future__ import annotations
@@ -250,6 +252,21 @@ class Case:
                 return None
             self._sleep_cycles *= 2
 
+    def layered(self, sample: int) -> dict[str, float]:
+        """Host microseconds per layer (:mod:`grace.bench.layers`) of one iteration on input
+        ``sample``, synchronised before and after but not inside: the host's own time, the
+        device's work overlapping it."""
+        from grace.bench import layers
+
+        args = self.inputs(sample)
+        self.seed(sample)
+        self.sync()
+        with layers.timing() as clock:
+            out = clock.call(self.step, self.fn, self.model, args)
+        self.sync()
+        del out
+        return clock.exclusive_us()
+
     def _check(self, sample: int, out: Any) -> None:
         # Fresh inputs: the compiled step may have updated its own in place (pyhpc's TKE does).
         self.seed(sample)
@@ -392,7 +409,8 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
             us = [case.timed(s, args.inner) for s in command["samples"]]
             case.check_kept()
             gpu_us = [case.gpu_timed(s) for s in command["samples"]] if args.gpu_time and case.cuda else None
-            send({"event": "samples", "us": us, "gpu_us": gpu_us})
+            layers_us = [case.layered(s) for s in command["samples"]] if args.layers else None
+            send({"event": "samples", "us": us, "gpu_us": gpu_us, "layers_us": layers_us})
             if args.release_memory:
                 case.release_memory()
         elif command["cmd"] == "finish":
@@ -411,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--size", default="full", choices=["full", "tiny"])
     parser.add_argument("--pin-cpu", type=int, default=-1, help="core for the timing thread; -1: none")
-    options.add_arguments(parser)  # --warmup, --coverage, --inner, --release-memory, --gpu-time
+    options.add_arguments(parser)  # --warmup, --coverage, --inner, --release-memory, --gpu-time, ...
     args = parser.parse_args(argv)
     proto = _protocol_stream()
     try:

@@ -1,4 +1,4 @@
-"""``python -m grace.report figure10|figure11|scg|baseline|tables23|table2|table3|figure9|figure12``: figures and tables from a run's rows.
+"""``python -m grace.report figure10|figure11|scg|baseline|tables23|table2|table3|figure9|figure12|replay-map``: figures and tables from a run's rows.
 
 ``figure10``/``figure11`` draw the speedup figures and print the speedups. ``scg`` writes SCG's
 decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
@@ -9,6 +9,9 @@ made with ``--coverage``) and Table 3 (bytes copied per replay with and without 
 naming its run; ``--also`` adds later runs' rows, which replace the first run's; ``table2`` and
 ``table3`` write one of them, from the runs of the artifact's scripts of those names. ``figure9``
 draws per-iteration time against the number of indirected parameters (``--workloads figure9``).
+``replay-map`` splits a steady-state call's host time by layer, beside its device time, from a
+run made with ``--layers --gpu-time`` (``replay_map.csv``, ``replay_overhead.csv`` and
+``figures/replay_overhead.png``).
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
 so that ``make figures`` before ``make experiments`` says what to do instead of a traceback.
@@ -25,7 +28,8 @@ from typing import Sequence
 from grace.log import get_logger
 from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
-FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "table2", "table3", "figure9", "figure12")
+FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "table2", "table3", "figure9", "figure12",
+           "replay-map")
 # The tables each of tables23, table2 and table3 writes, by file name in --tables-dir.
 TABLE_FILES = {"table2": "table2_cgct_coverage.csv", "table3": "table3_pi_copy_debug.csv"}
 TABLES_OF = {"tables23": ("table2", "table3"), "table2": ("table2",), "table3": ("table3",)}
@@ -101,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {out}")
         print(records_io.format_rows(recs))
         return 0
+    if args.figure == "replay-map":
+        return replay_map_report(rows, args)
     if args.figure in TABLES_OF:
         try:
             for spec in args.also:
@@ -123,6 +129,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(f"speedup over PT2-NoCG ({rows[0].get('experiment', '?')}, run {rows[0].get('run_id', '?')}):")
     print(figures.speedup_table(rows, modes))
+    return 0
+
+
+def replay_map_report(rows: list[dict], args: argparse.Namespace) -> int:
+    from grace.report import records as records_io
+    from grace.report import replay_map
+
+    recs = replay_map.records(rows)
+    if not recs:
+        print("grace.report: no row of this run has layers (run the bench with --layers --gpu-time: "
+              "scripts/run_replay_map.sh)", file=sys.stderr)
+        return 2
+    processed = args.processed_dir or args.results_dir / "processed"
+    print(f"wrote {records_io.write_csv(processed / 'replay_map.csv', recs)}")
+    print(f"wrote {records_io.write_csv(processed / 'replay_overhead.csv', replay_map.overhead(recs))}")
+    for path in replay_map.draw(recs, args.figures_dir):
+        print(f"wrote {path}")
+    print(records_io.format_rows(recs))
     return 0
 
 
