@@ -126,11 +126,16 @@ def test_modes_that_start_alike_share_a_launch_each_with_its_own_checked_row(tmp
 
 
 def test_a_mode_started_without_its_switches_is_refused() -> None:
-    from grace.tp.__main__ import env_mismatch, main
+    import grace.config
+    from grace.tp.__main__ import main, running_switches, switch_mismatch
 
-    assert env_mismatch("grace", {}) == [], "GraCE's switches are on by default"
-    assert env_mismatch("pt2-cg", {}) == ["GRACE_DISABLE=1"]
-    assert env_mismatch("grace-cgct", {"GRACE_PI": "1"}) == ["GRACE_PI=0", "GRACE_SCG=0"]
+    on = {"GRACE_DISABLE": "0", "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_PI_STRATEGY": "ptx"}
+    assert switch_mismatch("grace", on) == []
+    assert switch_mismatch("pt2-cg", on) == ["GRACE_DISABLE=1"]
+    assert switch_mismatch("grace-cgct", on) == ["GRACE_PI=0", "GRACE_SCG=0"]
+    with grace.config.patch(pi=False, scg=True, pi_strategy="prelude"):
+        running = running_switches()
+    assert (running["GRACE_PI"], running["GRACE_SCG"], running["GRACE_PI_STRATEGY"]) == ("0", "1", "prelude")
     assert main(["--env", "pt2-cg"]) == 0
 
 

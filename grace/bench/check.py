@@ -46,6 +46,7 @@ check never needs a float64 copy of a whole output beside the model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 TOLERANCE = {
@@ -69,38 +70,37 @@ class Mismatch:
         return f"{self.where}: {self.detail}"
 
 
-def flatten(value: Any, prefix: str = "out") -> list[tuple[str, Any]]:
-    """Leaves of nested tuples/lists/dicts/dataclass-like outputs, with their paths."""
+def _walk(value: Any, leaf: Callable[[str, Any], Any], prefix: str) -> Any:
+    """``value`` rebuilt with ``leaf(path, x)`` for each leaf: dicts as dicts, and lists, tuples,
+    namedtuples and HuggingFace ModelOutputs alike as tuples. The one traversal of outputs that
+    :func:`flatten` and :func:`kept` share, so that a kept output flattens as its original."""
     import torch
 
     if isinstance(value, torch.Tensor) or value is None or isinstance(value, (int, float, bool, str)):
-        return [(prefix, value)]
+        return leaf(prefix, value)
     if isinstance(value, dict):
-        return [leaf for k in sorted(value, key=str) for leaf in flatten(value[k], f"{prefix}.{k}")]
+        return {k: _walk(value[k], leaf, f"{prefix}.{k}") for k in sorted(value, key=str)}
     if isinstance(value, (list, tuple)):
-        return [leaf for i, v in enumerate(value) for leaf in flatten(v, f"{prefix}[{i}]")]
+        return tuple(_walk(v, leaf, f"{prefix}[{i}]") for i, v in enumerate(value))
     if hasattr(value, "to_tuple"):  # HuggingFace ModelOutput
-        return flatten(value.to_tuple(), prefix)
-    raise TypeError(f"{prefix}: cannot compare outputs of type {type(value).__name__}")
+        return _walk(value.to_tuple(), leaf, prefix)
+    raise TypeError(f"{prefix}: outputs of type {type(value).__name__} are not handled (tensors, scalars, strings, None, and dicts, lists, tuples and ModelOutputs of them are)")
+
+
+def flatten(value: Any, prefix: str = "out") -> list[tuple[str, Any]]:
+    """Leaves of nested tuples/lists/dicts/dataclass-like outputs, with their paths."""
+    leaves: list[tuple[str, Any]] = []
+    _walk(value, lambda path, x: leaves.append((path, x)), prefix)
+    return leaves
 
 
 def kept(value: Any) -> Any:
-    """``value`` with every tensor leaf copied, in the structure :func:`flatten` walks (tuples
-    for lists, namedtuples and ModelOutputs, which it reads alike): what a CUDA graph's output
-    holds now, for a check made after later replays have overwritten the graph's own."""
+    """``value`` with every tensor leaf copied, in the structure :func:`flatten` walks: what a
+    CUDA graph's output holds now, for a check made after later replays have overwritten the
+    graph's own."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if value is None or isinstance(value, (int, float, bool, str)):
-        return value
-    if isinstance(value, dict):
-        return {k: kept(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return tuple(kept(v) for v in value)
-    if hasattr(value, "to_tuple"):  # HuggingFace ModelOutput
-        return kept(value.to_tuple())
-    raise TypeError(f"cannot keep outputs of type {type(value).__name__}")
+    return _walk(value, lambda _, x: x.detach().clone() if isinstance(x, torch.Tensor) else x, "out")
 
 
 def compare(out: Any, ref: Any, training: bool = False) -> tuple[float, list[Mismatch]]:

@@ -80,13 +80,21 @@ def mode_env(name: str) -> str:
     return " ".join(f"{k}={v}" for k, v in MODES[name].env.items())
 
 
-# What GraCE's switches are when their variables are not set (grace.config, grace._autoload).
-ENV_DEFAULTS = {"GRACE_DISABLE": "0", "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_PI_STRATEGY": "ptx"}
+def running_switches() -> dict[str, str]:
+    """GraCE's switches as this process runs with them, in the terms of the variables that set
+    them at interpreter start (``GRACE_DISABLE``: whether the patched modules are served)."""
+    from grace import _autoload, config
+
+    flag = {True: "1", False: "0"}
+    return {"GRACE_DISABLE": flag[_autoload.installed() is None], "GRACE_CGCT": flag[bool(config.cgct)],
+            "GRACE_PI": flag[bool(config.pi)], "GRACE_SCG": flag[bool(config.scg)],
+            "GRACE_PI_STRATEGY": str(config.pi_strategy)}
 
 
-def env_mismatch(name: str, environ: dict[str, str]) -> list[str]:
-    """The variables of mode ``name`` that ``environ`` does not set as the mode needs."""
-    return [f"{k}={v}" for k, v in MODES[name].env.items() if environ.get(k, ENV_DEFAULTS.get(k)) != v]
+def switch_mismatch(name: str, running: dict[str, str]) -> list[str]:
+    """The variables of mode ``name`` whose switch ``running`` (:func:`running_switches`) does
+    not have as the mode needs."""
+    return [f"{k}={v}" for k, v in MODES[name].env.items() if running.get(k) != v]
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -201,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print(mode_env(args.env))
         return 0
-    wrong = env_mismatch(args.modes[0], dict(os.environ))
+    wrong = switch_mismatch(args.modes[0], running_switches())
     if wrong:
         print(f"grace.tp: mode {args.mode} needs {' '.join(wrong)} from the start "
               f"(`env $(python -m grace.tp --env {args.modes[0]}) torchrun ...`)", file=sys.stderr)
