@@ -13,7 +13,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 # The optimizations, in the order their patch folders apply; each is a switch in grace.config.
-SWITCHES: tuple[str, ...] = ("cgct", "pi", "scg")
+SWITCHES: tuple[str, ...] = ("cgct", "pi", "scg", "lean_replay")
 
 
 def activate() -> bool:

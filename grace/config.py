@@ -1,14 +1,15 @@
 """GraCE's switches, in the style of ``torch._inductor.config``.
 
-Each optimization is one switch, on by default once GraCE is installed; every switch off is
-stock PyTorch. Set them from Python::
+Each optimization is one switch, on by default once GraCE is installed (lean replay excepted,
+below); every switch off is stock PyTorch. Set them from Python::
 
     import grace.config
     grace.config.scg = False
     with grace.config.patch(pi=False): ...
 
 or from the environment, read when this module is first imported: ``GRACE_CGCT=0``,
-``GRACE_PI=0``, ``GRACE_SCG=0`` ("1" turns one on). The environment sets a switch's default
+``GRACE_PI=0``, ``GRACE_SCG=0`` ("1" turns one on; ``GRACE_LEAN_REPLAY=1`` turns on lean
+replay). The environment sets a switch's default
 and Python settings override it, so that GraCE's own scoped patches (SCG records a candidate
 graph with PI off to time it against PI on) hold in a process started with ``GRACE_PI=1``.
 ``GRACE_DISABLE=1`` goes further and keeps the patched sources from loading at all (see
@@ -60,6 +61,12 @@ scg_force: str = Config(default="", env_name_default="GRACE_SCG_FORCE")
 # ("ptx,prelude,exec-update"); "" profiles grace.config.pi_strategy alone. Each strategy records
 # the graph once more on a private tree at capture; the fastest choice is deployed and cached.
 scg_pi_strategies: str = Config(default="", env_name_default="GRACE_SCG_PI_STRATEGIES")
+
+# Lean replay: a call that replays a recorded graph is dispatched by the tree in one pass with
+# every test the tree makes before a replay (grace.lean.dispatch), instead of the full _run, which
+# runs twice for the first graph of each call. Off by default until PyTorch's CUDA graph trees
+# tests and the differential test have run with it on the GPU.
+lean_replay: bool = Config(default=False, env_name_default="GRACE_LEAN_REPLAY")
 
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved
 # rounds, timed calls per choice per round; and the margin by which a more involved choice must

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What "trust" asks of every change to the tree, PI, SCG or CGCT, in device calls of ten minutes:
 #
-#   STEP=tests      the project's CUDA tests (PI, SCG, CGCT, bench), each file in its own process,
+#   STEP=tests      the project's CUDA tests (PI, SCG, CGCT, bench, lean replay), each file in its own process,
 #                   the files shared out over the visible GPUs
 #   STEP=difftest   the randomized differential test, every configuration, DIFF_SECONDS of new
 #                   programs (default 240), into DIFF_RUN (default: a new run); with RESUME=1 it
@@ -34,7 +34,7 @@ case "$STEP" in
     deadline=$((SECONDS + TOTAL_S - 15))
     # one lane per visible GPU, each running its share of the files one after another
     files=(tests/test_pi_tree_cuda.py tests/test_pi_cuda.py tests/test_scg_cuda.py tests/test_cgct_cuda.py
-           tests/test_bench_cuda.py)
+           tests/test_bench_cuda.py tests/test_lean_cuda.py)
     for ((lane = 0; lane < ${#GPUS[@]}; lane++)); do
       (
         export CUDA_VISIBLE_DEVICES=${GPUS[$lane]}

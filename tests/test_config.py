@@ -26,6 +26,15 @@ def test_all_switches_default_on() -> None:
     assert _switches() == {"cgct": True, "pi": True, "scg": True}
 
 
+def test_lean_replay_is_off_until_the_environment_turns_it_on() -> None:
+    code = "import grace.config as c; print(c.lean_replay)"
+    for env, expected in (({}, "False"), ({"GRACE_LEAN_REPLAY": "1"}, "True")):
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                              env={**clean, **env}, timeout=120)
+        assert proc.stdout.strip() == expected, proc.stderr
+
+
 @pytest.mark.parametrize("name", ["cgct", "pi", "scg"])
 def test_environment_turns_one_switch_off(name: str) -> None:
     switches = _switches(**{f"GRACE_{name.upper()}": "0"})

@@ -28,10 +28,10 @@ class Mode:
         return self.compile_mode == "reduce-overhead"
 
 
-def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx") -> dict[str, str]:
+def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx", lean: bool = False) -> dict[str, str]:
     flag = {True: "1", False: "0"}
     return {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
-            "GRACE_PI_STRATEGY": pi_strategy}
+            "GRACE_PI_STRATEGY": pi_strategy, "GRACE_LEAN_REPLAY": flag[lean]}
 
 
 _STOCK = {"GRACE_DISABLE": "1"}
@@ -47,6 +47,8 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     # prelude kernel on the device, or by the host in the instantiated graph.
     Mode("grace-cgct-pi-prelude", "+PI (prelude)", "reduce-overhead", env=_grace(True, True, False, "prelude")),
     Mode("grace-cgct-pi-exec", "+PI (exec update)", "reduce-overhead", env=_grace(True, True, False, "exec-update")),
+    # GraCE with lean replay (grace.config.lean_replay, off by default until verified on the GPU)
+    Mode("grace-lean", "GraCE + lean replay", "reduce-overhead", env=_grace(True, True, True, lean=True)),
 )}
 
 # The paper's Figures 10 and 11.

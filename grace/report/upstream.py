@@ -47,6 +47,10 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     "scg": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph"},
     "all": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph"},
     "all-free": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": ""},
+    # lean replay (off by default): alone, and with every other switch on
+    "lean": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "0", "GRACE_LEAN_REPLAY": "1"},
+    "all-lean": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph",
+                 "GRACE_LEAN_REPLAY": "1"},
 }
 
 OUTCOMES = ("passed", "failed", "errors", "skipped")

@@ -1,0 +1,253 @@
+"""Lean replay's dispatch (grace.lean.dispatch) against the tree manager's own ``_run``, on the CPU.
+
+The real ``CUDAGraphTreeManager`` methods, as GraCE's patch series makes them, run over fake
+nodes (no CUDA): every test builds a tree state, makes the same call once with the manager's
+``grace_lean`` None (stock ``_run`` alone) and once with a lean dispatch, and requires the same
+result and the same manager state after.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections import defaultdict
+from typing import Any
+
+import pytest
+import torch._inductor.cudagraph_trees as ct
+from torch._inductor import config as inductor_config
+from torch.utils._ordered_set import OrderedSet
+
+from grace.lean.dispatch import LeanDispatch
+
+STATUSES = (ct.CheckInvariantStatus.SUCCESS, ct.CheckInvariantStatus.ExpectedDeadIndicesBeforeGraphMismatch,
+            ct.CheckInvariantStatus.StaticInputIdxMismatch, ct.CheckInvariantStatus.CudagraphManagedIdxMismatch)
+
+
+class FakeNode(ct.CUDAGraphNode):
+    """A recorded node: its check's status and whether its outputs are all dead are given."""
+
+    def __init__(self, gid: int, parent: FakeNode | None, status: Any = STATUSES[0], dead: bool = False) -> None:
+        self.id = ct.GraphID(gid)
+        self._parent = parent
+        self.children: dict[Any, list[FakeNode]] = defaultdict(list)
+        self.status = status
+        self.dead = dead
+        self.runs = 0
+
+    @property
+    def parent(self) -> FakeNode | None:
+        return self._parent
+
+    @property
+    def _path_from_root(self) -> list[FakeNode]:
+        n, out = self, []
+        while n is not None:
+            out.append(n)
+            n = n._parent
+        return out[::-1]
+
+    def check_invariants(self, inputs: list[Any]) -> Any:
+        return self.status, (lambda: str(self.status))
+
+    def run(self, new_inputs: list[Any]) -> list[Any]:
+        self.runs += 1
+        new_inputs.clear()
+        return [("replayed", self.id.id)]
+
+    def all_outputs_are_dead(self) -> bool:
+        return self.dead
+
+    def clear_path_state(self) -> None:
+        pass
+
+
+class CountingLean(LeanDispatch):
+    """The lean dispatch, counting the calls it served itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.served = 0
+
+    def replay(self, manager: Any, new_inputs: list[Any], function_id: Any) -> Any:
+        out = super().replay(manager, new_inputs, function_id)
+        self.served += out is not None
+        return out
+
+
+class FakeFunction:
+    def __init__(self, fid: int) -> None:
+        self.mutated_input_idxs: list[int] = []
+        self.model = lambda inputs, fid=fid: [("eager", fid)]
+
+
+class FakeManager(ct.CUDAGraphTreeManager):
+    """The manager's state without CUDA; recording, warm-up and the allocator are markers."""
+
+    def __init__(self, lean: bool = False) -> None:
+        self.roots: dict[Any, list[FakeNode]] = defaultdict(list)
+        self.ids_to_funcs: dict[Any, FakeFunction] = {}
+        self.warmed_up_functions: OrderedSet[Any] = OrderedSet()
+        self.non_cudagraph_managed_mutation_hint: dict[Any, dict[Any, bool]] = defaultdict(dict)
+        self.num_rerecord: dict[Any, dict[Any, int]] = defaultdict(lambda: defaultdict(lambda: 0))
+        self.path_state = ct.ExecutionState.NONE
+        self._current_node: FakeNode | None = None
+        self.current_gen = -1
+        self.id_to_mode: dict[Any, Any] = {}
+        self.id_to_compile_id: dict[Any, Any] = {}
+        self.running_forwards_with_pending_backwards = False
+        self.mode = None
+        self.compile_id = None
+        self.grace_no_graph_functions: OrderedSet[Any] = OrderedSet()
+        self.graph = object()
+        self.warned_functions: OrderedSet[Any] = OrderedSet()
+        self.warned_mutation: OrderedSet[Any] = OrderedSet()
+        self.debug_fail_counter = 0
+        self.events: list[Any] = []
+        self.grace_lean = CountingLean() if lean else None  # as the patched __init__ sets it
+
+    def record_function(self, new_inputs: list[Any], function_id: Any) -> Any:
+        self.events.append(("record", function_id.id))
+        return [("recorded", function_id.id)]
+
+    def run_eager(self, new_inputs: list[Any], function_id: Any) -> Any:
+        self.events.append(("warm-up", function_id.id))
+        return [("warmed", function_id.id)]
+
+    def apply_checkpoint_execution_state_in_allocator(self) -> None:
+        self.events.append(("checkpoint",))
+
+    def _update_non_cudagraph_managed_mutation(self, function_id: Any, inputs: list[Any]) -> None:
+        self.events.append(("mutation check", function_id.id))
+        self.non_cudagraph_managed_mutation_hint[self._get_node_id()][function_id] = False
+
+    def snapshot(self, nodes: list[FakeNode]) -> dict[str, Any]:
+        node = self.current_node
+        return {
+            "node": None if node is None else node.id.id, "state": self.path_state, "gen": self.current_gen,
+            "pending backward": self.running_forwards_with_pending_backwards, "mode": self.mode,
+            "events": list(self.events), "runs": [n.runs for n in nodes],
+            "hints": {k: dict(v) for k, v in self.non_cudagraph_managed_mutation_hint.items() if v},
+            "rerecords": {k: {f: c for f, c in v.items() if c} for k, v in self.num_rerecord.items()
+                          if any(v.values())},
+        }
+
+
+def random_tree(rng: random.Random, lean: bool) -> tuple[FakeManager, list[FakeNode], list[Any]]:
+    """A tree of up to 7 nodes over 3 functions, in a random state the lean dispatch may meet."""
+    manager = FakeManager(lean)
+    fids = [ct.FunctionID(i) for i in range(3)]
+    modes = [ct.CompilationMode.INFERENCE, ct.CompilationMode.FORWARD, ct.CompilationMode.BACKWARD]
+    for f in fids:
+        manager.ids_to_funcs[f] = FakeFunction(f.id)
+        manager.id_to_mode[f] = rng.choice(modes)
+        manager.id_to_compile_id[f] = None
+        if rng.random() < 0.85:
+            manager.warmed_up_functions.add(f)
+    nodes: list[FakeNode] = []
+    for gid in range(rng.randint(1, 7)):
+        parent = rng.choice([None, *nodes]) if nodes else None
+        node = FakeNode(gid, parent, status=rng.choices(STATUSES, weights=(6, 1, 1, 1))[0], dead=rng.random() < 0.3)
+        f = rng.choice(fids)
+        (manager.roots[f] if parent is None else parent.children[f]).append(node)
+        nodes.append(node)
+    for node_id in [None, *(n.id for n in nodes)]:
+        for f in fids:
+            r = rng.random()
+            if r < 0.8:
+                manager.non_cudagraph_managed_mutation_hint[node_id][f] = r < 0.05  # rarely true
+            if rng.random() < 0.1:
+                manager.num_rerecord[node_id][f] = rng.choice([1, 10_000])  # the limit is 128 by default
+    if rng.random() < 0.1:
+        manager.grace_no_graph_functions.add(rng.choice(fids))
+    if rng.random() < 0.75:
+        manager._current_node = rng.choice(nodes)
+        manager.path_state = ct.ExecutionState.EXECUTION
+    manager.current_gen = rng.choice([ct.GenerationTracker.generation, ct.GenerationTracker.generation - 1])
+    manager.running_forwards_with_pending_backwards = rng.random() < 0.3
+    return manager, nodes, fids
+
+
+def call_twice(seed: int) -> tuple[dict, dict, Any, Any, bool]:
+    """The same call on the same state, stock and lean: (stock's state after, lean's, their
+    outputs, whether the lean dispatch served the call itself)."""
+    results = []
+    for lean in (False, True):
+        rng = random.Random(seed)
+        manager, nodes, fids = random_tree(rng, lean)
+        fid = rng.choice(fids)
+        config = dict(force_cudagraphs_warmup=rng.random() < 0.1, skip_cudagraph_warmup=rng.random() < 0.1)
+        mark_step = rng.random() < 0.2
+        with inductor_config.patch({f"triton.{k}": v for k, v in config.items()}):
+            saved = ct.MarkStepBox.mark_step_counter
+            ct.MarkStepBox.mark_step_counter = 7 if mark_step else 0
+            try:
+                out = manager.run([object()], fid)
+            finally:
+                ct.MarkStepBox.mark_step_counter = saved
+        results.append((manager.snapshot(nodes), out, bool(manager.grace_lean and manager.grace_lean.served)))
+    (stock, stock_out, _), (lean, lean_out, served) = results
+    return stock, lean, stock_out, lean_out, served
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_the_lean_dispatch_does_what_stock_run_does_on_random_tree_states(inline: bool) -> None:
+    import torch._dynamo.config as dynamo_config
+
+    import grace.config
+
+    served = 0
+    # the fakes record nothing: SCG's decision before a recording, and the reads before the
+    # allocator's restore, need real functions; neither is on the paths the lean dispatch takes
+    with dynamo_config.patch(inline_inbuilt_nn_modules=inline), grace.config.patch(scg=False, pi=False, cgct=False):
+        for seed in range(3000):
+            stock, lean, stock_out, lean_out, by_lean = call_twice(seed)
+            assert lean_out == stock_out, f"seed {seed}"
+            assert lean == stock, f"seed {seed}"
+            served += by_lean
+    assert served > 300, f"the lean dispatch served only {served} of 3000 calls: its path is hardly exercised"
+
+
+def _chain(manager: FakeManager, partitions: int) -> list[Any]:
+    """One compiled function of ``partitions`` graphs, recorded as one path, in steady state."""
+    fids = [ct.FunctionID(i) for i in range(partitions)]
+    parent = None
+    for k, f in enumerate(fids):
+        node = FakeNode(k, parent)
+        (manager.roots[f] if parent is None else parent.children[f]).append(node)
+        manager.ids_to_funcs[f] = FakeFunction(k)
+        manager.warmed_up_functions.add(f)
+        manager.id_to_mode[f] = ct.CompilationMode.INFERENCE
+        manager.id_to_compile_id[f] = None
+        manager.non_cudagraph_managed_mutation_hint[None if parent is None else parent.id][f] = False
+        parent = node
+    manager.non_cudagraph_managed_mutation_hint[parent.id][fids[0]] = False
+    return fids
+
+
+@pytest.mark.parametrize("partitions", [1, 4])
+def test_steady_calls_replay_the_same_nodes_with_and_without_the_lean_dispatch(partitions: int) -> None:
+    ran = []
+    for lean in (False, True):
+        manager = FakeManager(lean)
+        fids = _chain(manager, partitions)
+        outs = []
+        for _ in range(5):
+            ct.GenerationTracker.generation += 1
+            outs += [manager.run([object()], f) for f in fids]
+        ran.append((outs, manager.events, manager.current_node.id, manager.path_state))
+    assert ran[0] == ran[1]
+    assert ran[1][1] == [], "nothing but replays"
+
+
+def test_a_new_generation_that_cannot_start_is_left_to_stock() -> None:
+    """Training: the forward again while its backward is pending: stock decides (it checks
+    whether every output of the current node is dead)."""
+    manager = FakeManager(lean=True)
+    (f0,) = _chain(manager, 1)
+    manager.id_to_mode[f0] = ct.CompilationMode.FORWARD
+    manager.run([object()], f0)
+    ct.GenerationTracker.generation += 1
+    assert manager.running_forwards_with_pending_backwards
+    assert manager.grace_lean.replay(manager, [object()], f0) is None
+    assert manager.current_node is not None, "the path was left as it was"
