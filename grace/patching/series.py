@@ -1,4 +1,5 @@
-"""The patch series: ``patches/<optimization>/NNNN-name.patch``, applied cgct, pi, scg.
+"""The patch series: ``patches/<optimization>/NNNN-name.patch``, applied in the order of
+``grace.SWITCHES`` (cgct, pi, scg, lean_replay).
 
 Within a folder, patches apply in file-name order. Each patch adds hook points only; what a
 hook does lives in ``grace/`` behind the optimization's switch.
