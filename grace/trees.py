@@ -95,6 +95,34 @@ def collector_paused_if_hardened() -> contextlib.AbstractContextManager[None]:
     return collector_paused() if hardened() else contextlib.nullcontext()
 
 
+def replay_input_check() -> Any:
+    """What ``CUDAGraphTreeManager.execute_node`` calls before a replay makes its node current:
+    :func:`check_replay_inputs_readable` where the tree is :func:`hardened` as it is made,
+    else None (stock's execute_node)."""
+    return check_replay_inputs_readable if hardened() else None
+
+
+def check_replay_inputs_readable(node: Any, inputs: Sequence[Any]) -> None:
+    """Raise what reading a replay's copied or indirected inputs raises, before its node becomes
+    current.
+
+    The tree makes the node current (path, state, generation) and then runs it, whose first
+    act is reading those inputs (the copy into placeholders, or PI's guard). An input whose
+    memory a replay overwrote raises there, and the node stays current still counting its
+    previous run's outputs, storages the tree freed when it ended their path, as its own; the
+    next allocator checkpoint then lists one of them, if anything still refers to it, and fails
+    in ``_cuda_setCheckpointPoolState``. Read first, the same error reaches the caller with the
+    path as it was. One data-pointer read per tensor input the replay reads: on the replay path.
+    """
+    import torch
+
+    tensor = torch.Tensor
+    for i in node.non_static_input_idx:
+        t = inputs[i]
+        if isinstance(t, tensor):
+            t.data_ptr()
+
+
 def check_inputs_readable(inputs: Sequence[Any]) -> None:
     """Raise what reading each tensor input's memory raises, before the tree changes any state.
 

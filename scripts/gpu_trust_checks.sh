@@ -34,7 +34,7 @@ case "$STEP" in
     deadline=$((SECONDS + TOTAL_S - 15))
     # one lane per visible GPU, each running its share of the files one after another
     files=(tests/test_pi_tree_cuda.py tests/test_pi_cuda.py tests/test_scg_cuda.py tests/test_cgct_cuda.py
-           tests/test_bench_cuda.py tests/test_lean_cuda.py)
+           tests/test_bench_cuda.py tests/test_lean_cuda.py tests/test_trees_cuda.py)
     for ((lane = 0; lane < ${#GPUS[@]}; lane++)); do
       (
         export CUDA_VISIBLE_DEVICES=${GPUS[$lane]}

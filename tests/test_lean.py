@@ -34,6 +34,7 @@ class FakeNode(ct.CUDAGraphNode):
         self.status = status
         self.dead = dead
         self.runs = 0
+        self.non_static_input_idx = [0]
 
     @property
     def parent(self) -> FakeNode | None:
@@ -105,6 +106,7 @@ class FakeManager(ct.CUDAGraphTreeManager):
         self.debug_fail_counter = 0
         self.events: list[Any] = []
         self.grace_lean = CountingLean() if lean else None  # as the patched __init__ sets it
+        self.grace_replay_input_check = None  # stock's execute_node (grace.trees: the hardened one)
 
     def record_function(self, new_inputs: list[Any], function_id: Any) -> Any:
         self.events.append(("record", function_id.id))
@@ -251,3 +253,36 @@ def test_a_new_generation_that_cannot_start_is_left_to_stock() -> None:
     assert manager.running_forwards_with_pending_backwards
     assert manager.grace_lean.replay(manager, [object()], f0) is None
     assert manager.current_node is not None, "the path was left as it was"
+
+
+def test_a_replay_whose_input_was_overwritten_raises_with_the_path_as_it_was() -> None:
+    """Hardened (any GraCE switch on): the input is read before the node becomes current, so
+    the tree does not stand on a node whose outputs it freed when their path ended."""
+    import torch
+
+    from grace.trees import check_replay_inputs_readable
+
+    for hardened in (False, True):
+        manager = FakeManager()
+        manager.grace_replay_input_check = check_replay_inputs_readable if hardened else None
+        parent, child = FakeNode(0, None), FakeNode(1, None)
+        child._parent = parent
+        manager._current_node, manager.path_state, manager.current_gen = parent, ct.ExecutionState.EXECUTION, 3
+        overwritten = torch.randn(4)
+        torch._C._set_storage_access_error_msg(overwritten, "accessing tensor output of CUDAGraphs that has been "
+                                                            "overwritten by a subsequent run")
+
+        def reading_run(new_inputs: list) -> list:
+            new_inputs[0].data_ptr()  # as the copy into the placeholder, or PI's guard, reads it
+            return []
+
+        child.run = reading_run
+        with pytest.raises(RuntimeError, match="overwritten"):
+            manager.execute_node(child, [overwritten])
+        where = (manager.current_node, manager.path_state, manager.current_gen)
+        if hardened:
+            assert where == (parent, ct.ExecutionState.EXECUTION, 3), "the path as it was"
+        else:
+            assert where[0] is child, "stock: the node stays current without new outputs"
+        readable = torch.randn(4)
+        assert manager.execute_node(child, [readable]) == [] and manager.current_node is child
