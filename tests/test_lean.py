@@ -20,6 +20,21 @@ from torch.utils._ordered_set import OrderedSet
 
 from grace.lean.dispatch import LeanDispatch
 
+@pytest.fixture(autouse=True)
+def _tree_globals() -> Any:
+    """The trees' process-wide generation state as a fresh process has it (other tests call
+    ``cudagraph_mark_step_begin``), and GraCE's capture-time hooks off: the fakes record nothing."""
+    import grace.config
+
+    saved = ct.MarkStepBox.mark_step_counter
+    ct.MarkStepBox.mark_step_counter = 0
+    try:
+        with grace.config.patch(scg=False, pi=False, cgct=False):
+            yield
+    finally:
+        ct.MarkStepBox.mark_step_counter = saved
+
+
 STATUSES = (ct.CheckInvariantStatus.SUCCESS, ct.CheckInvariantStatus.ExpectedDeadIndicesBeforeGraphMismatch,
             ct.CheckInvariantStatus.StaticInputIdxMismatch, ct.CheckInvariantStatus.CudagraphManagedIdxMismatch)
 
@@ -196,12 +211,8 @@ def call_twice(seed: int) -> tuple[dict, dict, Any, Any, bool]:
 def test_the_lean_dispatch_does_what_stock_run_does_on_random_tree_states(inline: bool) -> None:
     import torch._dynamo.config as dynamo_config
 
-    import grace.config
-
     served = 0
-    # the fakes record nothing: SCG's decision before a recording, and the reads before the
-    # allocator's restore, need real functions; neither is on the paths the lean dispatch takes
-    with dynamo_config.patch(inline_inbuilt_nn_modules=inline), grace.config.patch(scg=False, pi=False, cgct=False):
+    with dynamo_config.patch(inline_inbuilt_nn_modules=inline):
         for seed in range(3000):
             stock, lean, stock_out, lean_out, by_lean = call_twice(seed)
             assert lean_out == stock_out, f"seed {seed}"
