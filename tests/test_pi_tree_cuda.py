@@ -322,6 +322,41 @@ def test_with_the_switch_off_no_node_has_a_plan() -> None:
     cudagraph_trees.reset_cudagraph_trees()
 
 
+def test_a_graph_its_warm_up_saw_drawing_random_numbers_is_captured_once(pi, monkeypatch) -> None:
+    """Dropout in a training forward (with Inductor's fallback_random, so eager's masks): the
+    warm-up notes the random draw, and the forward's graph is captured once, stock, not first
+    with PI and then again; the steps equal eager's."""
+    import copy
+
+    import torch._inductor.config as inductor_config
+
+    from grace.pi import tree_hook
+
+    second_captures = []
+    real = tree_hook.new_graph
+    monkeypatch.setattr(tree_hook, "new_graph",
+                        lambda *a, **k: second_captures.append(k) or real(*a, **k))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Dropout(0.5)).cuda()
+    reference = copy.deepcopy(model)
+    with inductor_config.patch(fallback_random=True):
+        f = torch.compile(model, mode="reduce-overhead")
+        for step in range(4):
+            x = torch.randn(8, 32, device="cuda")
+            torch.manual_seed(100 + step)
+            loss = f(x).square().sum()
+            loss.backward()
+            torch.manual_seed(100 + step)
+            expected = reference(x).square().sum()
+            expected.backward()
+            torch.testing.assert_close(loss, expected)
+            for p, q in zip(model.parameters(), reference.parameters()):
+                torch.testing.assert_close(p.grad, q.grad)
+                p.grad = q.grad = None
+    assert _nodes(), "graphs were recorded"
+    assert not [k for k in second_captures if not k.get("keep_graph")], "no graph was captured a second time"
+
+
 def test_training_attention_with_dropout_is_never_run_outside_its_capture() -> None:
     """Attention with dropout saves a philox seed that a captured forward keeps on the device;
     the backward run outside a capture would dereference it on the host (DGPT2 and MT5 training

@@ -258,7 +258,7 @@ def test_warmup_builds_the_variants_of_kernels_reading_non_static_inputs(built) 
     from grace.pi.tree_hook import start_warmup
 
     x, weight, managed = torch.randn(64), torch.randn(64), torch.randn(64)
-    warm = start_warmup([x, weight, managed, 3], static_input_idxs=[1],
+    warm = start_warmup(GENERATED, [x, weight, managed, 3], static_input_idxs=[1],
                         managed_data_ptrs={managed.untyped_storage().data_ptr()})
     assert set(warm.inputs.values()) == {0}, "static and graph-managed inputs never get placeholders"
     kernel = autotuner()
@@ -769,6 +769,42 @@ def test_a_higher_order_operator_makes_the_graph_unverifiable_without_raising(bu
     captured = Captured(None, "graph 1", rec.device, [], lambda args: None, [placeholder], [])
     why = finish.validate(rec, captured, None, None, [])
     assert why is not None and "outside its capture" in why
+
+
+@pytest.mark.parametrize("strategy", [PTX, EXEC_UPDATE])
+def test_a_warm_up_that_draws_random_numbers_makes_the_capture_once_and_stock(strategy: str) -> None:
+    import contextlib
+
+    import grace.config
+    from grace.pi import tree_hook
+
+    generated_twin = _generated_identity()  # a fresh function: the verdict is kept on it
+    x = torch.randn(64)
+    with grace.config.patch(pi_strategy=strategy):
+        warm = tree_hook.start_warmup(generated_twin, [x], static_input_idxs=[], managed_data_ptrs=set())
+        assert warm is not None and tree_hook.unverifiable_at_warmup(generated_twin) is None
+        with warm.active():
+            torch.ops.aten.add.Tensor(x, 1)
+            torch.ops.aten.bernoulli_.float(torch.ones(8), 0.5)
+        assert "bernoulli" in tree_hook.unverifiable_at_warmup(generated_twin)
+        node = _record_node(x)
+        capture = _Capture(node, IDENTITY)
+        tree_hook.record(node, generated_twin, [x], capture)
+    (only,) = capture.calls
+    assert isinstance(only[2], contextlib.nullcontext), "one capture, stock, not a watched one first"
+    assert node.grace_pi == "unset", "no PI replay: the patch's own None stands"
+
+
+def test_a_warm_up_without_random_numbers_leaves_the_capture_watched() -> None:
+    from grace.pi import tree_hook
+
+    generated_twin = _generated_identity()
+    x = torch.randn(64)
+    warm = tree_hook.start_warmup(generated_twin, [x], static_input_idxs=[], managed_data_ptrs=set())
+    with warm.active():
+        torch.ops.aten.mul.Tensor(x, 2)
+    assert tree_hook.unverifiable_at_warmup(generated_twin) is None
+    assert tree_hook.start_warmup(lambda args: args, [x], [], set()) is None, "not generated code: no watch"
 
 
 def test_a_replay_with_nothing_indirected_is_refused_and_the_guard_must_match_the_plan() -> None:

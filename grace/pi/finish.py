@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = get_logger("grace.pi")
 
 RNG_UNCHECKABLE = "the graph draws random numbers, so it cannot be run twice to be checked"
+UNVERIFIABLE_AT_WARMUP = "its warm-up showed the graph cannot be run outside its capture to be checked"
 
 
 @dataclass

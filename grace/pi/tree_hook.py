@@ -12,7 +12,8 @@ instead of copying their bytes. Three moments, each a call from the patch
 0. ``CUDAWarmupNode.run``: :func:`start_warmup` watches the function's warm-up run and builds
    the indirected variant of every Triton kernel that reads a non-static input, so that the
    capture finds them built (a capture that must build one relaxes its thread's capture mode
-   for the module load).
+   for the module load). It also notes, on the function, an operator that would make its graph
+   unverifiable (step 3): such a function is then captured once, stock.
 1. ``CUDAGraphNode._record`` hands its capture to :func:`record`. Before the capture,
    :func:`start_recording` notes each placeholder by its storage's identity and allocates the
    table's device memory, outside the graph's memory pool (a block of the pool that no output
@@ -79,7 +80,7 @@ from typing import Any
 
 from grace.log import get_logger
 from grace.pi.check import Captured
-from grace.pi.finish import FINISHERS, RNG_UNCHECKABLE, Finished, recorded_stock
+from grace.pi.finish import FINISHERS, RNG_UNCHECKABLE, UNVERIFIABLE_AT_WARMUP, Finished, recorded_stock
 from grace.pi.guard import InputLayout
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
 from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, Placeholder, Slot
@@ -233,17 +234,30 @@ def _receiving_launches(receiver: Any) -> Iterator[None]:
 
 @dataclass
 class Warmup:
-    """A function's warm-up run: builds the variants its capture will want, outside any capture.
+    """A function's warm-up run, watched: outside any capture, it builds the variants the
+    capture will want, and it notes what makes the graph unverifiable, so that the capture is
+    made once.
 
     A Triton launch whose pointer argument is one of the function's non-static inputs (by
     storage identity; not an input that a previous graph's output holds) will read a
-    placeholder when the function records, so its variant is compiled now. Launches run stock.
+    placeholder when the function records, so under strategy "ptx" its variant is compiled
+    now. An operator that draws or reads random numbers, or a higher-order operator
+    (:class:`_OperatorWatch`), makes the graph one that PI's check cannot run; seen here, the
+    recording captures it stock at once (:func:`record`) instead of capturing it with PI first
+    and again stock after. Launches and operators run stock.
     """
 
-    inputs: dict[int, int]  # storage cdata -> input index
+    inputs: dict[int, int]  # storage cdata -> input index (strategy "ptx" only)
+    model: Any  # the function warmed up, which carries the verdict to its recordings
+    unverifiable: str | None = None  # the first operator seen that PI's check could not run
 
-    def active(self) -> contextlib.AbstractContextManager:
-        return _receiving_launches(self)
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        launches = _receiving_launches(self) if self.inputs else contextlib.nullcontext()
+        with launches, _OperatorWatch(self, placeholders=False):
+            yield
+        if self.unverifiable is not None:
+            note_unverifiable(self.model, self.unverifiable)
 
     def launch(self, autotuner: Any, launcher: Any, args: Sequence[Any], kwargs: dict, stream: Any) -> Any:
         try:
@@ -263,18 +277,43 @@ class Warmup:
         return None if i is None else (i, arg.untyped_storage().data_ptr())
 
 
-def start_warmup(inputs: Sequence[Any], static_input_idxs: Sequence[int],
+# Where a warm-up's verdict is kept: on the warmed-up function itself, which the tree hands to
+# every recording of it, so that the verdict lives and dies with the function.
+_VERDICT_ATTR = "_grace_pi_unverifiable"
+
+
+def note_unverifiable(model: Any, why: str) -> None:
+    """Note on ``model`` that its graph cannot be checked (a function object takes attributes;
+    anything else is left unmarked, and its capture finds out for itself)."""
+    try:
+        setattr(model, _VERDICT_ATTR, why)
+    except (AttributeError, TypeError):
+        pass
+
+
+def unverifiable_at_warmup(model: Any) -> str | None:
+    """What the warm-up of ``model`` saw that PI's check could not run, or None."""
+    return getattr(model, _VERDICT_ATTR, None)
+
+
+def start_warmup(model: Any, inputs: Sequence[Any], static_input_idxs: Sequence[int],
                  managed_data_ptrs: Any) -> Warmup | None:
-    """Before a function's warm-up run: its non-static tensor inputs, by storage identity."""
+    """Before a function's warm-up run: its watch, or None for a function PI records stock
+    anyway (not Inductor's generated code). Under strategy "ptx" it tracks the non-static
+    tensor inputs by storage identity, for the variants."""
     import torch
 
-    if strategy() != PTX:
-        return None  # no variants to build
-    static = set(static_input_idxs)
-    tracked = {t.untyped_storage()._cdata: i for i, t in enumerate(inputs)
-               if i not in static and isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() != 0
-               and t.untyped_storage().data_ptr() not in managed_data_ptrs}
-    return Warmup(tracked) if tracked else None
+    from grace.generated import is_inductor_generated
+
+    if not is_inductor_generated(model):
+        return None
+    tracked: dict[int, int] = {}
+    if strategy() == PTX:
+        static = set(static_input_idxs)
+        tracked = {t.untyped_storage()._cdata: i for i, t in enumerate(inputs)
+                   if i not in static and isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() != 0
+                   and t.untyped_storage().data_ptr() not in managed_data_ptrs}
+    return Warmup(tracked, model)
 
 
 def record(node: Any, model: Any, inputs: list[Any],
@@ -295,8 +334,10 @@ def record(node: Any, model: Any, inputs: list[Any],
     recording = start_recording(node.device, inputs, node.non_static_input_idx, model)
     if recording is None:
         return capture(inputs, contextlib.nullcontext())
-    if recording.has_rng:  # its check could never pass: one stock capture, not two
-        recorded_stock(recording, f"graph {node.id}", RNG_UNCHECKABLE)
+    seen = unverifiable_at_warmup(model)
+    if recording.has_rng or seen is not None:  # its check could never pass: one stock capture, not two
+        why = RNG_UNCHECKABLE if recording.has_rng else f"{UNVERIFIABLE_AT_WARMUP}: {seen}"
+        recorded_stock(recording, f"graph {node.id}", why)
         return capture(inputs, contextlib.nullcontext())
     held = list(inputs)
     if recording.keeps_graph:  # strategies (2) and (3) read the captured graph's nodes
@@ -375,12 +416,14 @@ def strategy() -> str:
 
 
 class _OperatorWatch:
-    """A dispatch mode over the capture that notes every non-view ATen operator handed a
-    placeholder (with ``placeholders``), and the first operator that makes the graph
+    """A dispatch mode over a capture (or a warm-up) that notes every non-view ATen operator
+    handed a placeholder (with ``placeholders``), and the first operator that makes the graph
     unverifiable: one that draws or reads random numbers, or a higher-order operator, which
-    this mode does not see into (it runs as it would without the mode)."""
+    this mode does not see into (it runs as it would without the mode). ``recording`` is a
+    :class:`Recording`, or a :class:`Warmup` without ``placeholders``: what it sets is their
+    ``unverifiable``."""
 
-    def __init__(self, recording: Recording, placeholders: bool) -> None:
+    def __init__(self, recording: Recording | Warmup, placeholders: bool) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         rec = recording
