@@ -40,13 +40,45 @@ def _rank(rank: int, world: int, init_file: str, workload: str, out_dir: str) ->
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("workload", ["ST", "XLNET-I", "VM"])
+@pytest.mark.parametrize("workload", ["ST", "XLNET-I", "VM", "DALLE2"])
 def test_a_plan_at_two_ranks_gives_the_unsharded_outputs(workload: str, tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
     mp.spawn(_rank, args=(2, str(tmp_path / "init"), workload, str(tmp_path)), nprocs=2, join=True)
     results = [(tmp_path / f"rank{r}").read_text() for r in range(2)]
     assert all(r.startswith("ok ") and int(r.split()[1]) > 0 for r in results), results
+
+
+def _gated_rank(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from grace.bench.workloads import get
+    from grace.tp.plans import PLANS, shard
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        model = get("DALLE2").build("cpu", 2, "tiny")
+        (block,) = PLANS["DALLE2"]
+        name = next(n for n, m in model.named_modules() if block.matches(m))
+        reference = copy.deepcopy(model.get_submodule(name))
+        x = torch.randn(2, 3, reference[1].in_features)
+        shard("DALLE2", model, init_device_mesh("cpu", (world,)))
+        with torch.no_grad():
+            torch.testing.assert_close(model.get_submodule(name)(x), reference(x), rtol=1e-5, atol=1e-5)
+        (Path(out_dir) / f"rank{rank}").write_text("ok")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_sharded_swiglu_block_computes_the_unsharded_block(tmp_path: Path) -> None:
+    """DALL-E 2's SwiGLU feed-forward at two ranks: the block's own output, which the whole
+    model's sampled image does not show at the tiny size."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_gated_rank, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    assert [(tmp_path / f"rank{r}").read_text() for r in range(2)] == ["ok", "ok"]
 
 
 def test_a_degree_that_does_not_divide_the_heads_is_refused() -> None:
@@ -67,13 +99,27 @@ def test_the_plan_splits_attention_and_feed_forward_the_megatron_way() -> None:
     from grace.tp.plans import plan_for
 
     model = get("ST").build("cpu", 2, "tiny")
-    plan, heads = plan_for("ST", model, 2)
+    plan, heads, gated = plan_for("ST", model, 2)
     attn = "encoder.layer_stack.0.slf_attn"
     assert all(isinstance(plan[f"{attn}.{c}"], ColwiseParallel) for c in ("w_qs", "w_ks", "w_vs"))
     assert isinstance(plan[f"{attn}.fc"], RowwiseParallel)
     ffn = "encoder.layer_stack.0.pos_ffn"
     assert isinstance(plan[f"{ffn}.w_1"], ColwiseParallel) and isinstance(plan[f"{ffn}.w_2"], RowwiseParallel)
     assert heads and all(local == 1 for _, _, local in heads), "2 heads, 1 per rank"
+    assert gated == []
+
+
+def test_a_gated_feed_forward_gives_each_rank_its_value_and_gate_rows() -> None:
+    from grace.bench.workloads import get
+    from grace.tp.plans import gated_row_order, plan_for
+
+    # rows 0-3 are the value, 4-7 the gate: rank 0 takes value 0-1 and gate 4-5
+    assert gated_row_order(8, 2) == [0, 1, 4, 5, 2, 3, 6, 7]
+    assert gated_row_order(8, 1) == list(range(8))
+    model = get("DALLE2").build("cpu", 2, "tiny")
+    plan, heads, gated = plan_for("DALLE2", model, 2)
+    assert gated and len(plan) == 2 * len(gated), "each SwiGLU block: its first layer by columns, its last by rows"
+    assert all(layer.out_features % 4 == 0 for layer in gated)
 
 
 def test_grace_tp_runs_a_mode_on_two_ranks_and_writes_a_checked_row(tmp_path: Path) -> None:
