@@ -477,6 +477,26 @@ def test_probes_install_on_the_tree_and_remove_puts_it_back() -> None:
     assert probes._on_gc not in __import__("gc").callbacks
 
 
+def test_with_probes_each_step_is_announced_before_it_runs() -> None:
+    import io
+
+    from grace.difftest.probe import Probes
+
+    out = io.StringIO()
+    probes = Probes([], out=out)
+    program = _pointwise_program(steps=3)
+    announced: list[int] = []
+
+    def marker(index: int, step: Any) -> None:
+        announced.append(index)
+        probes.step_marker(index, step)
+
+    result = execute.run_program(program, "cpu", backend="eager", on_step=marker)
+    assert result["status"] == "ok" and announced == [0, 1, 2]
+    lines = out.getvalue().splitlines()
+    assert lines == [f"[probe] step {i}: {program.steps[i].describe()}" for i in range(3)]
+
+
 def test_the_gc_off_experiment_builds_a_node_with_the_collector_off() -> None:
     import gc
 

@@ -85,11 +85,13 @@ def run_one(args: argparse.Namespace) -> int:
 
     program = generate(args.seed, parse_kinds(args.kinds), args.max_steps)
     print(program.describe(), file=sys.stderr, flush=True)
+    on_step = None
     if args.probe:
         from grace.difftest.probe import Probes, parse_probes
 
-        Probes(parse_probes(args.probe)).install()
-    result = run_program(program, args.device, args.backend)
+        probes = Probes(parse_probes(args.probe)).install()
+        on_step = probes.step_marker  # each probe line follows the step it belongs to
+    result = run_program(program, args.device, args.backend, on_step)
     print(json.dumps(result, sort_keys=True), flush=True)
     return 0
 

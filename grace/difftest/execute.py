@@ -311,8 +311,10 @@ def compare(name: str, compiled: torch.Tensor, eager: torch.Tensor, tol: float) 
 class ProgramRun:
     """The state of one program's execution."""
 
-    def __init__(self, program: Program, device: str, backend: str = "inductor"):
+    def __init__(self, program: Program, device: str, backend: str = "inductor",
+                 on_step: Callable[[int, Step], None] | None = None):
         self.program, self.device = program, device
+        self.on_step = on_step  # told of each step before it runs (the probes' step markers)
         mode = "reduce-overhead" if backend == "inductor" else None
         self.compile_fn: Compile = lambda fn: torch.compile(fn, mode=mode, backend=backend)
         self.cases: dict[str, Case] = {}
@@ -330,6 +332,8 @@ class ProgramRun:
         try:
             for index, step in enumerate(self.program.steps):
                 self.index, self.kind = index, step.kind
+                if self.on_step is not None:
+                    self.on_step(index, step)
                 self.step(index, step)
             self.index, self.kind = len(self.program.steps), "end"
             self.recheck()  # every output still held
@@ -444,7 +448,8 @@ def configure_torch() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
-def run_program(program: Program, device: str, backend: str = "inductor") -> dict[str, Any]:
+def run_program(program: Program, device: str, backend: str = "inductor",
+                on_step: Callable[[int, Step], None] | None = None) -> dict[str, Any]:
     configure_torch()
     torch.manual_seed(program.seed)
-    return ProgramRun(program, device, backend).run()
+    return ProgramRun(program, device, backend, on_step).run()

@@ -26,8 +26,9 @@ process only, print to stderr what the messages leave out:
 * ``gc-off`` (an experiment, not an observation): the cyclic collector is off while a node is
   built and recorded, so that only reference counts decide what dies during a recording.
 
-Nothing here runs unless asked for; it is for a developer's replay of one seed, never a
-measured run.
+With any probe, ``run-one`` announces each step of the program before it runs (``[probe] step
+N: ...``, as ``show`` lists it), so that every probe line can be read against its step. Nothing
+here runs unless asked for; it is for a developer's replay of one seed, never a measured run.
 """
 
 from __future__ import annotations
@@ -99,6 +100,11 @@ class Probes:
 
     def say(self, text: str) -> None:
         print(f"[probe] {text}", file=self.out, flush=True)
+
+    def step_marker(self, index: int, step: Any) -> None:
+        """A line before each step of the program (``ProgramRun``'s ``on_step``), so that the
+        probes' lines can be read against the program's listing."""
+        self.say(f"step {index}: {step.describe() if hasattr(step, 'describe') else step}")
 
     def install(self) -> Probes:
         from torch._inductor import cudagraph_trees as ct
