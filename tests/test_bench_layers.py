@@ -69,7 +69,7 @@ def test_timing_wraps_dynamos_function_and_inductors_call_then_puts_them_back() 
     us = clock.exclusive_us()
     assert us["caller"] > 0 and us["aot"] > 0 and us["inductor"] > 0
     assert us["tree"] == us["node"] == us["pi"] == 0.0, "no CUDA graph on the CPU"
-    assert sum(us.values()) == pytest.approx(total_us, rel=0.05), "every microsecond counted once"
+    assert sum(us.values()) <= total_us, "no microsecond counted twice (the clock's arithmetic: the test above)"
     assert CompiledFxGraph.__dict__["__call__"] is before_call
     assert {(id(ns), name): ns[name] for ns, name in layers.compiled_functions()} == before_fns
 

@@ -203,18 +203,14 @@ class Probes:
         return run
 
     def _ending_path(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        probes = self
+        return _reporting(original, AssertionError, lambda manager, _: self.report_path(manager.current_node))
 
-        def dealloc_current_path_weakrefs(manager: Any) -> None:
-            try:
-                original(manager)
-            except AssertionError:
-                for node in manager.current_node._path_from_root:
-                    traces = node.stack_traces
-                    probes.say(f"path: {type(node).__name__} {node.id}: {len(node.tensor_weakrefs)} outputs, "
-                               f"{None if traces is None else len(traces)} stack traces")
-                raise
-        return dealloc_current_path_weakrefs
+    def report_path(self, node: Any) -> None:
+        """Each node of ``node``'s path, with its outputs and stack traces counted."""
+        for n in node._path_from_root:
+            traces = n.stack_traces
+            self.say(f"path: {type(n).__name__} {n.id}: {len(n.tensor_weakrefs)} outputs, "
+                     f"{None if traces is None else len(traces)} stack traces")
 
     # -- trace ------------------------------------------------------------------------------
 
@@ -240,15 +236,7 @@ class Probes:
     # -- checkpoint -------------------------------------------------------------------------
 
     def _checkpointing(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        probes = self
-
-        def apply_checkpoint_execution_state_in_allocator(manager: Any) -> None:
-            try:
-                original(manager)
-            except RuntimeError:
-                probes.report_live_path(manager.current_node)
-                raise
-        return apply_checkpoint_execution_state_in_allocator
+        return _reporting(original, RuntimeError, lambda manager, _: self.report_live_path(manager.current_node))
 
     def report_live_path(self, node: Any) -> None:
         """Every output the path of ``node`` counts as live, and whether its storage was freed."""
@@ -267,16 +255,10 @@ class Probes:
     # -- liveness ---------------------------------------------------------------------------
 
     def _checking(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        probes = self
-
-        def check_invariants(node: Any, inputs: list[Any]) -> Any:
-            try:
-                return original(node, inputs)
-            except RuntimeError as e:
-                if "deallocate during graph" in str(e):
-                    probes.report_liveness(node)
-                raise
-        return check_invariants
+        def report(node: Any, e: BaseException) -> None:
+            if "deallocate during graph" in str(e):
+                self.report_liveness(node)
+        return _reporting(original, RuntimeError, report)
 
     def report_liveness(self, node: Any) -> None:
         """The expected-dead outputs a replay finds alive, each with its node and referrers."""
@@ -292,6 +274,19 @@ class Probes:
                 self.say(f"    tensor {tuple(t.shape)} {t.dtype}, referred to by:")
                 for line in describe_referrers(t, ignore=[tensors]):
                     self.say("    " + line)
+
+
+def _reporting(original: Callable[..., Any], error: type[BaseException],
+               report: Callable[[Any, BaseException], None]) -> Callable[..., Any]:
+    """``original`` (a method of the tree), reporting on its object when it raises ``error``,
+    then raising it on."""
+    def wrapper(owner: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(owner, *args, **kwargs)
+        except error as e:
+            report(owner, e)
+            raise
+    return wrapper
 
 
 def live_path_outputs(node: Any, indices: Iterable[tuple[int, int]]) -> Iterable[tuple[int, int, Any, Any]]:

@@ -246,23 +246,20 @@ def stock_runs(results: dict[str, dict[str, Any]], config: str) -> list[dict[str
     return [results[n] for n in names if n in results]
 
 
-def judged_worse(results: dict[str, dict[str, Any]], config: str) -> bool:
-    """Whether ``config`` did worse on this seed than every stock run of it."""
+Judge = Callable[[dict[str, Any], dict[str, Any]], bool]
+
+
+def against_every_stock_run(results: dict[str, dict[str, Any]], config: str, judge: Judge = is_worse) -> bool:
+    """Whether ``judge(stock's record, config's record)`` holds for every stock run ``config`` is
+    judged against on this seed (:func:`stock_runs`; never where there is none)."""
     runs = stock_runs(results, config)
-    return bool(runs) and all(is_worse(s, results[config]) for s in runs)
+    return bool(runs) and all(judge(s, results[config]) for s in runs)
 
 
-def _judged_against_stock(records: Iterable[dict[str, Any]],
-                          judge: Callable[[dict[str, Any], dict[str, Any]], bool]) -> list[dict[str, Any]]:
-    """The records for which ``judge(stock's record, record)`` holds for every stock run they are
-    judged against (:func:`stock_runs`), seed by seed."""
-    out = []
-    for seed, results in sorted(by_seed(records).items()):
-        for config, r in results.items():
-            runs = stock_runs(results, config)
-            if runs and all(judge(s, r) for s in runs):
-                out.append(r)
-    return out
+def _judged_against_stock(records: Iterable[dict[str, Any]], judge: Judge) -> list[dict[str, Any]]:
+    """The records :func:`against_every_stock_run` holds for with ``judge``, seed by seed."""
+    return [r for _, results in sorted(by_seed(records).items()) for config, r in results.items()
+            if against_every_stock_run(results, config, judge)]
 
 
 def summarize(records: list[dict[str, Any]], configs: list[str]) -> list[dict[str, Any]]:
@@ -527,7 +524,7 @@ class Campaign:
     def seed_done(self, seed: int) -> None:
         results = by_seed(self.records)[seed]
         for config, r in results.items():
-            if judged_worse(results, config):
+            if against_every_stock_run(results, config):
                 stocks = ", ".join(s["status"] for s in stock_runs(results, config))
                 self.say(f"seed {seed} {config}: WORSE THAN STOCK ({r['status']} vs stock {stocks})")
 
