@@ -40,10 +40,12 @@ DEGREES=()
 for tp in ${TP_LIST:-1 2 4}; do
   if [ "$tp" -le "$GPUS" ]; then DEGREES+=("$tp"); else echo "run_tp_experiments: TP=$tp skipped: $GPUS device(s) here"; fi
 done
-{ echo "code sha256 $(bash scripts/code_digest.sh)"; echo "workloads $WORKLOADS"; echo "degrees ${DEGREES[*]}";
+# appended: launches on disjoint GPUs may share a run, each adding its own lines
+{ echo "code sha256 $(bash scripts/code_digest.sh)"; echo "visible GPUs ${CUDA_VISIBLE_DEVICES:-all}"
+  echo "workloads $WORKLOADS"; echo "degrees ${DEGREES[*]}";
   echo "modes $MODES"; echo "rounds $ROUNDS repeat ${REPEAT:-30} warmup ${WARMUP:-5} device $DEVICE ${SIZE:-full}"
   "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")'
-} > "$RAW/meta.txt"
+} >> "$RAW/meta.txt"
 status=0
 for round in $(seq 1 "$ROUNDS"); do
   for wl in $WORKLOADS; do

@@ -130,3 +130,17 @@ def test_the_replay_map_reports_layers_host_device_and_the_gap(tmp_path: Path) -
     header = (tmp_path / "results" / "processed" / "replay_overhead.csv").read_text().splitlines()[0]
     assert header == "workload,mode,host_us,device_us,iter_us"
     assert (tmp_path / "figures" / "replay_overhead.png").stat().st_size > 0
+
+
+def test_every_wrapped_entry_exists_where_its_layer_looks_for_it() -> None:
+    """A renamed method would silently leave its time in the enclosing layer: each entry must
+    resolve, except Triton's, which a CPU-only install may lack."""
+    import importlib
+
+    from grace.bench.layers import METHODS
+
+    for layer, module_name, cls_name, attr in METHODS:
+        if module_name.startswith("torch._inductor.runtime"):
+            continue
+        owner = getattr(importlib.import_module(module_name), cls_name)
+        assert attr in owner.__dict__, f"{layer}: {module_name}.{cls_name}.{attr} not found"

@@ -17,7 +17,8 @@ aot       each function Dynamo compiled (``__compiled_fn_*`` in the globals of t
           compiled): AOTAutograd's runtime wrappers
 inductor  ``CompiledFxGraph.__call__``: the generated output code, the per-partition
           ``cudagraphify`` wrappers, extern kernels (cuBLAS, cuDNN) launched by that code
-tree      ``CUDAGraphTreeManager._run``: the tree's bookkeeping and checks (and the code of
+tree      ``CUDAGraphTreeManager._run`` and, with lean replay on, its one-pass dispatch
+          (``LeanDispatch.replay``): the tree's bookkeeping and checks (and the code of
           functions SCG keeps out of graphs)
 node      ``CUDAGraphNode.run``: the input copies and the output tensors handed back
 pi        PI's replay (``grace.pi.replay``): its guard, pointer fill and remaining copies
@@ -48,6 +49,7 @@ LAYERS: tuple[str, ...] = ("caller", "aot", "inductor", "tree", "node", "pi", "l
 METHODS: tuple[tuple[str, str, str, str], ...] = (
     ("inductor", "torch._inductor.output_code", "CompiledFxGraph", "__call__"),
     ("tree", "torch._inductor.cudagraph_trees", "CUDAGraphTreeManager", "_run"),
+    ("tree", "grace.lean.dispatch", "LeanDispatch", "replay"),
     ("node", "torch._inductor.cudagraph_trees", "CUDAGraphNode", "run"),
     ("pi", "grace.pi.replay", "PIReplay", "replay"),
     ("pi", "grace.pi.replay", "CopyingReplay", "replay"),

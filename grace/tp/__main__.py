@@ -215,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(`env $(python -m grace.tp --env {args.modes[0]}) torchrun ...`)", file=sys.stderr)
         return 2
     rank = int(os.environ.get("RANK", "0"))
+    faulthandler.enable(all_threads=True)  # a rank that dies on a signal (SIGSEGV) prints where
     if args.hang_dump > 0:
         faulthandler.dump_traceback_later(args.hang_dump, repeat=True)
     try:
