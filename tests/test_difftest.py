@@ -336,6 +336,15 @@ def test_a_failure_past_stocks_is_not_worse_but_counted_and_listed(tmp_path: Pat
     assert "seed 4, all: error detail (stock: error detail)" in past and replay_command(4, "all", settings) in past
 
 
+def test_a_wrong_value_past_stocks_error_is_listed_apart_and_one_before_it_is_worse(tmp_path: Path) -> None:
+    settings = Settings(configs=["stock", "cgct", "all"], out=tmp_path, max_steps=5, kinds=["pointwise"])
+    records = [_r("stock", "error", seed=4, kind="RuntimeError: overwritten", step=3),
+               _r("cgct", "mismatch", seed=4, step=4), _r("all", "mismatch", seed=4, step=2)]
+    rows = {r["configuration"]: r for r in write_reports(tmp_path, records, settings)}
+    assert (rows["cgct"]["worse_than_stock"], rows["cgct"]["failed_past_stock"]) == (0, 1)
+    assert (rows["all"]["worse_than_stock"], rows["all"]["failed_past_stock"]) == (1, 0)
+
+
 def test_worse_md_lists_replay_commands_and_stock_failures(tmp_path: Path) -> None:
     settings = Settings(configs=["stock", "cgct", "all"], out=tmp_path, max_steps=5, kinds=["pointwise"])
     write_reports(tmp_path, _records(), settings)
@@ -596,3 +605,27 @@ def test_children_take_the_visible_gpus_in_turn(tmp_path: Path, monkeypatch: pyt
     started.clear()
     runner.Campaign(runner.Settings(configs=["stock"], out=tmp_path / "one")).start(7, "stock")
     assert started == ["4"], "one GPU: the caller's choice, unchanged"
+
+
+def test_an_output_judged_stale_dies_when_dropped_not_at_the_next_collection() -> None:
+    """The tree learns which outputs died from reference counts: a held output that the recheck
+    drops must die then, not whenever the cyclic collector next runs."""
+    import gc
+    import weakref
+
+    from grace.difftest.execute import Mismatch, compare
+
+    held = [torch.zeros(4)]
+    alive = weakref.ref(held[0])
+    gc.disable()
+    try:
+        raised = False
+        try:  # as the recheck catches it (pytest.raises would keep the traceback)
+            compare("held output 0", held[0], torch.ones(4), 1e-3)
+        except Mismatch:
+            raised = True
+        assert raised
+        held.clear()
+        assert alive() is None, "the compared tensor outlived its last reference"
+    finally:
+        gc.enable()

@@ -300,12 +300,25 @@ def error_kind(exc_type: str, message: str) -> str:
 def compare(name: str, compiled: torch.Tensor, eager: torch.Tensor, tol: float) -> None:
     """Raise Mismatch unless close. Reading the compiled tensor may raise the overwritten-output
     RuntimeError, which the caller decides about."""
-    got = compiled.detach().to("cpu", copy=True)
+    message = _difference(compiled.detach().to("cpu", copy=True), eager.detach().cpu(), tol)
+    if message is not None:
+        raise Mismatch(f"{name}: {message}")
+
+
+def _difference(got: torch.Tensor, expected: torch.Tensor, tol: float) -> str | None:
+    """assert_close's first lines, or None where close.
+
+    torch.testing's assertion sits in a reference cycle through its frames' locals, and its
+    traceback reaches this frame and every caller's: left so, the outputs they hold (a held
+    output the recheck is about to drop) live until the next garbage collection, and the tree
+    sees them die at whatever later call that collection happens in. Clearing the finished
+    frames breaks the cycle now."""
     try:
-        torch.testing.assert_close(got, eager.detach().cpu(), rtol=tol, atol=tol, equal_nan=True)
+        torch.testing.assert_close(got, expected, rtol=tol, atol=tol, equal_nan=True)
     except AssertionError as e:
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        raise Mismatch(f"{name}: {'; '.join(lines[:4])}") from None
+        traceback.clear_frames(e.__traceback__)
+        return "; ".join([line.strip() for line in str(e).splitlines() if line.strip()][:4])
+    return None
 
 
 class ProgramRun:

@@ -180,15 +180,17 @@ def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
     stock ok and this not; both errors, this one at an earlier step (it failed where stock still
     ran) or at the same step of another kind; or a more severe status than stock's failure (an
     error, for instance one stock raises by design, turned into a mismatch, a crash or a hang).
-    An error at a later step than stock's is not worse: this configuration ran the step stock
-    failed, and what follows has no stock run to be judged by. Never worse when stock itself
-    crashed or hung: nothing is known then.
+    An error or a wrong value at a later step than stock's error is not worse
+    (:func:`failed_past_stock`). Never worse when stock itself crashed or hung: nothing is known
+    then.
     """
     if _stale_beyond_stock(stock, other):
         return True
     s, o = stock["status"], other["status"]
     if s == "ok":
         return o != "ok"
+    if failed_past_stock(stock, other):
+        return False
     if s == "error" and o == "error":
         if _step(other) != _step(stock):
             return _step(other) < _step(stock)
@@ -197,10 +199,12 @@ def is_worse(stock: dict[str, Any], other: dict[str, Any]) -> bool:
 
 
 def failed_past_stock(stock: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Both raised, this configuration at a later step than stock: it ran the step stock failed,
-    and its own failure has no stock run to be judged by. Not worse; counted and listed apart,
-    with its replay command, so that a failure of GraCE's own past stock's is still seen."""
-    return stock["status"] == "error" and other["status"] == "error" and _step(other) > _step(stock)
+    """Stock raised, and this configuration raised or gave a wrong value at a later step: it ran
+    the step stock failed, and its own failure has no stock run to be judged by (stock may give
+    the same value there, or not). Not worse; counted and listed apart, with its replay command,
+    so that a failure of GraCE's own past stock's is still seen and can be run again."""
+    return (stock["status"] == "error" and other["status"] in ("error", "mismatch")
+            and _step(other) > _step(stock))
 
 
 def _stale_beyond_stock(stock: dict[str, Any], other: dict[str, Any]) -> bool:
