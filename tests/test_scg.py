@@ -21,9 +21,10 @@ def test_fastest_choice_wins_by_median() -> None:
     assert "no-graph" in decision.reason
 
 
-def test_ties_within_margin_keep_the_simpler_choice() -> None:
-    assert decide({N: [100.0], G: [98.0]}, margin=0.03).choice is N
-    assert decide({N: [100.0], G: [96.0]}, margin=0.03).choice is G
+def test_ties_within_margin_keep_stocks_graph_then_the_simpler_pi() -> None:
+    assert decide({N: [98.0], G: [100.0]}, margin=0.03).choice is G, "no graph must win by the margin"
+    assert decide({N: [96.0], G: [100.0]}, margin=0.03).choice is N
+    assert decide({N: [100.0], G: [98.0]}, margin=0.03).choice is G
     assert decide({G: [100.0], P: [98.5]}, margin=0.03).choice is G
     assert decide({N: [100.0], G: [50.0], P: [49.0]}, margin=0.03).choice is G
     assert decide({N: [100.0], G: [50.0], P: [40.0]}, margin=0.03).choice is P

@@ -24,7 +24,7 @@ from grace.scg.choose import Choice, Decision
 
 log = get_logger("grace.scg")
 
-FORMAT = 3  # each file's format version; a file of another version is ignored
+FORMAT = 4  # each file's format version; a file of another version is ignored
 
 # (shape, dtype, stride, role) of one input; role is one of grace.scg.candidate.ROLES
 InputSignature = tuple[tuple[int, ...], str, tuple[int, ...], str]
