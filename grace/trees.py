@@ -83,11 +83,14 @@ def collector_paused() -> Iterator[None]:
 
 def hardened() -> bool:
     """Whether the tree runs with GraCE's hardening (:func:`collector_paused_if_hardened`,
-    :func:`check_inputs_readable` before its allocator restore): with any GraCE switch on. With
-    every switch off the tree is stock PyTorch's, hardening included."""
+    :func:`check_inputs_readable` before its allocator restore): with any GraCE switch on, lean
+    replay's included (its dispatch changes what Python allocates, and so when the collector
+    runs: unpaused, a collection between the liveness snapshot and the allocator checkpoint
+    breaks the restore, as it can in stock). With every switch off the tree is stock PyTorch's,
+    hardening included."""
     from grace import config
 
-    return bool(config.cgct or config.pi or config.scg)
+    return bool(config.cgct or config.pi or config.scg or config.lean_replay)
 
 
 def collector_paused_if_hardened() -> contextlib.AbstractContextManager[None]:

@@ -133,9 +133,9 @@ def test_the_tree_is_hardened_with_any_switch_on_and_stock_with_all_off() -> Non
     import grace.config
     from grace.trees import collector_paused_if_hardened, hardened
 
-    for switches, expected in (({"cgct": True, "pi": False, "scg": False}, True),
-                               ({"cgct": False, "pi": False, "scg": True}, True),
-                               ({"cgct": False, "pi": False, "scg": False}, False)):
+    off = {"cgct": False, "pi": False, "scg": False, "lean_replay": False}
+    for switches, expected in (({**off, "cgct": True}, True), ({**off, "scg": True}, True),
+                               ({**off, "lean_replay": True}, True), (off, False)):
         with grace.config.patch(**switches):
             assert hardened() is expected
             with collector_paused_if_hardened():
