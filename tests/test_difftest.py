@@ -629,3 +629,17 @@ def test_an_output_judged_stale_dies_when_dropped_not_at_the_next_collection() -
         assert alive() is None, "the compared tensor outlived its last reference"
     finally:
         gc.enable()
+
+
+def test_each_configuration_compiles_into_its_own_caches(tmp_path: Path) -> None:
+    """Inductor's and Triton's cache keys do not hold GraCE's switches, and autotuning's choices
+    live there: two configurations must never share them, while one configuration's programs do."""
+    from grace.difftest.runner import child_env
+
+    def caches(config: str, seed: int) -> tuple[str, str]:
+        env = child_env(config, tmp_path / f"{config}-{seed}", None, tmp_path / "compile" / config)
+        return env["TORCHINDUCTOR_CACHE_DIR"], env["TRITON_CACHE_DIR"]
+
+    assert caches("stock", 1) == caches("stock", 2)
+    assert not set(caches("stock", 1)) & set(caches("all", 1))
+    assert not set(caches("stock", 1)) & set(caches("stock-again", 1))

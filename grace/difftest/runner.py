@@ -108,9 +108,13 @@ def visible_gpus(device: str) -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def child_env(config: str, scratch: Path, gpu: str | None = None) -> dict[str, str]:
+def child_env(config: str, scratch: Path, gpu: str | None = None,
+              compile_cache: Path | None = None) -> dict[str, str]:
     """A child's environment: the configuration's switches, its own scratch caches, and with
-    ``gpu`` that one GPU alone."""
+    ``gpu`` that one GPU alone. ``compile_cache`` is the configuration's own Inductor and Triton
+    cache, shared by its programs and no other configuration's: neither cache's keys hold
+    GraCE's switches, and autotuning's choices, kept there, would otherwise pass from one
+    configuration to another in whatever order the children ran."""
     env = dict(os.environ)
     env.update(CONFIGURATIONS[config])
     if gpu is not None:
@@ -122,6 +126,9 @@ def child_env(config: str, scratch: Path, gpu: str | None = None) -> dict[str, s
     # Tiny programs compile a handful of kernels: in the child's own process that is quicker
     # than starting a pool of compile workers per child, J children at a time.
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if compile_cache is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(compile_cache / "inductor")
+        env["TRITON_CACHE_DIR"] = str(compile_cache / "triton")
     env["GRACE_SCG_CACHE_DIR"] = str(scratch / "scg-cache")
     env["GRACE_SCG_REPORT"] = str(scratch / "scg-report.json")
     return env
@@ -478,7 +485,8 @@ class Campaign:
         gpu = self.gpus[self.children_started % len(self.gpus)] if len(self.gpus) > 1 else None
         self.children_started += 1
         process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                                   env=child_env(config, scratch, gpu), start_new_session=True)
+                                   env=child_env(config, scratch, gpu, self.out / "scratch" / "compile" / config),
+                                   start_new_session=True)
         self.running.append(Child(seed, config, process, time.monotonic(), log, log_file, scratch))
 
     def poll(self) -> None:
