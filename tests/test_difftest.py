@@ -643,3 +643,11 @@ def test_each_configuration_compiles_into_its_own_caches(tmp_path: Path) -> None
     assert caches("stock", 1) == caches("stock", 2)
     assert not set(caches("stock", 1)) & set(caches("all", 1))
     assert not set(caches("stock", 1)) & set(caches("stock-again", 1))
+
+
+def test_backends_name_inductor_with_and_without_graphs() -> None:
+    from grace.difftest.execute import INDUCTOR_WITHOUT_GRAPHS, compile_options
+
+    assert compile_options("inductor") == ("inductor", "reduce-overhead")
+    assert compile_options(INDUCTOR_WITHOUT_GRAPHS) == ("inductor", None)
+    assert compile_options("eager") == ("eager", None)

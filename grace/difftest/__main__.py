@@ -36,7 +36,8 @@ def _program_options(p: argparse.ArgumentParser) -> None:
 def _device_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cuda", help="cuda or cpu (default: %(default)s)")
     p.add_argument("--backend", default="inductor",
-                   help="torch.compile backend; inductor uses mode=reduce-overhead (default: %(default)s)")
+                   help="torch.compile backend; inductor uses mode=reduce-overhead, inductor-nocg Inductor's "
+                        "default mode, without CUDA graphs (default: %(default)s)")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -321,6 +321,22 @@ def _difference(got: torch.Tensor, expected: torch.Tensor, tol: float) -> str | 
     return None
 
 
+# Inductor without CUDA graphs: the same program and kernels, to tell a wrong value of the
+# graphs from one of Inductor's code.
+INDUCTOR_WITHOUT_GRAPHS = "inductor-nocg"
+
+
+def compile_options(backend: str) -> tuple[str, str | None]:
+    """(torch.compile's backend, its mode) for a ``--backend`` name: "inductor" compiles with
+    ``mode="reduce-overhead"`` (CUDA graph trees), :data:`INDUCTOR_WITHOUT_GRAPHS` with Inductor's
+    default mode, any other backend as named."""
+    if backend == "inductor":
+        return "inductor", "reduce-overhead"
+    if backend == INDUCTOR_WITHOUT_GRAPHS:
+        return "inductor", None
+    return backend, None
+
+
 class ProgramRun:
     """The state of one program's execution."""
 
@@ -328,7 +344,7 @@ class ProgramRun:
                  on_step: Callable[[int, Step], None] | None = None):
         self.program, self.device = program, device
         self.on_step = on_step  # told of each step before it runs (the probes' step markers)
-        mode = "reduce-overhead" if backend == "inductor" else None
+        backend, mode = compile_options(backend)
         self.compile_fn: Compile = lambda fn: torch.compile(fn, mode=mode, backend=backend)
         self.cases: dict[str, Case] = {}
         self.compiled_side, self.eager_side = Side(), Side()
