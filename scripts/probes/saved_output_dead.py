@@ -1,0 +1,101 @@
+"""An output of a recorded forward that autograd saved, while another function records.
+
+The tree decides that a cached output is dead from two counts (``StorageWeakRefWrapper.expired``
+with the ``check_refcount`` of ``CUDAGraphNode._initialize_cached_tensors``): its Python reference
+count, where a C++ holder of the tensor counts once however many there are, and its storage's use
+count less the tree's own two. A tensor autograd saved for backward (``out.square()`` saves
+``out``) holds the same ``TensorImpl``: neither count sees it (``--cpu`` shows it with the tree's
+own ``StorageWeakRefWrapper`` and the same check, no GPU needed). So after
+``loss = f(x).square().sum(); del out`` the tree may count ``out`` dead while the backward still
+needs it; a recording in the same generation (the backward pending keeps it open) restores the
+allocator without ``out``'s block, and the new graph's memory may take it.
+
+Each step runs the forward of a compiled linear layer, drops the Python reference to its output,
+calls a second compiled function of the same size (warm-up, recording, then replays, all while the
+first backward is pending), runs the backward, and compares the layer's gradients with eager's.
+Prints one line per step, and whether the tree counted the saved output dead:
+
+    GRACE_DISABLE=1 python scripts/probes/saved_output_dead.py     # stock
+    python scripts/probes/saved_output_dead.py                      # GraCE, its defaults
+    python scripts/probes/saved_output_dead.py --cpu                # the liveness check alone
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+
+import torch
+
+
+def tree_counts_output_dead(manager: object) -> str:
+    """The tree's verdict on the first output of its first root's node, if there is one."""
+    roots = [n for nodes in getattr(manager, "roots", {}).values() for n in nodes]
+    if not roots or not roots[0].outputs_weakrefs:
+        return "no recorded root"
+    ref = roots[0].outputs_weakrefs[0]
+    return "no weakref" if ref is None else ("dead" if ref() is None else "live")
+
+
+def liveness_on_the_cpu() -> None:
+    """The tree's liveness test of a cached output, as ``_initialize_cached_tensors`` builds it,
+    on a CPU tensor: held by the user, saved by autograd as well, then held by autograd alone."""
+    from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
+
+    torch._C._set_cached_tensors_enabled(True)
+    storage = torch.UntypedStorage(256)
+    out = torch.empty(0).set_(storage, 0, (64,), (1,))
+    torch._C._add_cached_tensor(out)
+    cached = [out]
+    del storage
+
+    def check_refcount() -> bool:  # the tree's, for output 0
+        refcount = sys.getrefcount(cached[0])
+        return refcount == 3 if cached[0]._use_count() > 1 else refcount == 2
+
+    weakref = StorageWeakRefWrapper(cached[0], extra_ref_check=check_refcount)
+    print("held by the user: dead =", weakref.expired())
+    user = out.requires_grad_()
+    del out
+    loss = user.square().sum()
+    print("held by the user, saved by autograd: dead =", weakref.expired())
+    del user
+    dead = weakref.expired()  # before anything here takes a Python reference to the saved tensor
+    same = loss.grad_fn.next_functions[0][0]._saved_self.data_ptr() == cached[0].data_ptr()
+    print("saved by autograd only: dead =", dead, "| autograd's saved tensor is that output:", same)
+
+
+def main() -> None:
+    if "--cpu" in sys.argv[1:]:
+        liveness_on_the_cpu()
+        return
+    from torch._inductor import cudagraph_trees
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 64).cuda()
+    reference = copy.deepcopy(layer)
+    f = torch.compile(layer, mode="reduce-overhead")
+    g = torch.compile(lambda y: (y * 3 + 1).relu(), mode="reduce-overhead")
+    for step in range(6):
+        x = torch.randn(32, 64, device="cuda")
+        out = f(x)
+        loss = out.square().sum()  # autograd saves out
+        del out
+        manager = cudagraph_trees.get_container(0).tree_manager
+        verdict = tree_counts_output_dead(manager) if manager is not None else "no tree"
+        other = g(torch.randn(32, 64, device="cuda"))  # same size as out: may take its block
+        other.sum().item()
+        loss.backward()
+        expected = reference(x).square().sum()
+        expected.backward()
+        torch.cuda.synchronize()
+        diff = (layer.weight.grad - reference.weight.grad).abs().max().item()
+        print(f"step {step}: tree counted the saved output {verdict}; weight grad max difference {diff:.3g}"
+              f" ({'equal' if diff <= 1e-4 else 'WRONG'})", flush=True)
+        for p in (*layer.parameters(), *reference.parameters()):
+            p.grad = None
+
+
+if __name__ == "__main__":
+    main()
