@@ -18,7 +18,9 @@ Two programs, each step's gradients compared with eager's:
   then a second compiled function of the same size (warm-up, recording, replays) before the
   backward;
 - ``twice``: the same layer on two batches before one backward
-  (``loss = f(a).square().sum() + f(b).square().sum()``), as a siamese or contrastive step does.
+  (``loss = f(a).square().sum() + f(b).square().sum()``), as a siamese or contrastive step does,
+  from step 3 on: by then ``f``'s graph has replayed and holds cached outputs, and the second
+  call finds no child of it to replay, so the tree asks whether the path's outputs are all dead.
 
     GRACE_DISABLE=1 python scripts/probes/saved_output_dead.py     # stock
     python scripts/probes/saved_output_dead.py                      # GraCE, its defaults
@@ -70,7 +72,7 @@ def liveness_on_the_cpu() -> None:
     print("saved by autograd only: dead =", dead, "| autograd's saved tensor is that output:", same)
 
 
-def program(name: str, steps: int = 6) -> None:
+def program(name: str, steps: int = 7) -> None:
     """Run ``name`` (``other`` or ``twice``) and print each step's outcome."""
     from torch._inductor import cudagraph_trees
 
@@ -87,9 +89,11 @@ def program(name: str, steps: int = 6) -> None:
         if name == "other":
             g(torch.randn(32, 64, device="cuda")).sum().item()  # same size as f's output
             expected = reference(a).square().sum()
-        else:
+        elif step >= 3:
             loss = loss + f(b).square().sum()
             expected = reference(a).square().sum() + reference(b).square().sum()
+        else:  # warm-up, recording, first replay: one forward a step
+            expected = reference(a).square().sum()
         loss.backward()
         expected.backward()
         torch.cuda.synchronize()
