@@ -14,9 +14,8 @@
 # workloads instead. Progress, with the time left, is printed as workloads finish. WORKLOADS=micro
 # runs the eight micro-workloads only (minutes). Extra arguments go to `python -m grace.bench`.
 # On a machine of several GPUs, without SHARD or SHARDS, each visible GPU runs its own shard side
-# by side (CUDA_VISIBLE_DEVICES picks them; PER_GPU=0 runs one shard after another on the first
-# instead): every workload's modes still interleave on one GPU, each shard times on a core of
-# its own, and the shards compile on the other cores.
+# by side through scripts/run_sharded.sh (CUDA_VISIBLE_DEVICES picks them; PER_GPU=0 runs one
+# shard after another on the first instead): every workload's modes still interleave on one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh
@@ -41,35 +40,17 @@ else
   shards=()
   for ((i = 1; i <= n; i++)); do shards+=("$i/$n"); done
 fi
-bench() {  # bench SHARD ARGS...: one runner of this run
-  local s=$1; shift
-  "$PY" -m grace.bench --workloads "$WORKLOADS" --modes "$MODES" --experiment "$EXPERIMENT" --run-id "$RUN_ID" \
-      --shard "$s" --repeat "${REPEAT:-100}" --timeout "${TIMEOUT:-420}" "${resume[@]}" "${stop[@]}" "$@"
-}
 read -ra GPUS <<< "$(bash scripts/visible_gpus.sh)"
 status=0
 if [ -z "${SHARD:-}" ] && [ -z "${SHARDS:-}" ] && [ "${#GPUS[@]}" -gt 1 ] && [ "${PER_GPU:-1}" = 1 ]; then
-  n=${#GPUS[@]}
-  ncpu=$(nproc)
-  echo "== run $RUN_ID ($WORKLOADS; $MODES): $n shards side by side on GPUs ${GPUS[*]} =="
-  pids=()
-  trap 'for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done' TERM INT
-  for ((g = 0; g < n; g++)); do
-    cores=() pin=(--pin-cpu none)
-    if (( ncpu > 2 * n )); then  # the last n cores time, one per shard; the others compile
-      cores=(taskset -c "0-$((ncpu - n - 1))") pin=(--pin-cpu "$((ncpu - 1 - g))")
-    fi
-    # its own process group (setsid), so that stopping this script stops its workers too
-    CUDA_VISIBLE_DEVICES=${GPUS[$g]} setsid "${cores[@]}" \
-      bash -c "set -o pipefail; $(declare -f bench); $(declare -p PY WORKLOADS MODES EXPERIMENT RUN_ID resume stop)
-               bench $((g + 1))/$n ${pin[*]} \"\$@\" 2>&1 | sed -u 's/^/[GPU ${GPUS[$g]}] /'" _ "$@" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+  EXPERIMENT=$EXPERIMENT RUN_ID=$RUN_ID WORKLOADS=$WORKLOADS MODES=$MODES CONCURRENT=${#GPUS[@]} \
+    REPEAT=${REPEAT:-100} WARMUP=${WARMUP:-5} TIMEOUT=${TIMEOUT:-420} \
+    bash scripts/run_sharded.sh "${resume[@]}" "${stop[@]}" "$@" || status=$?
 else
   for s in "${shards[@]}"; do
     echo "== shard $s of run $RUN_ID ($WORKLOADS; $MODES) =="
-    bench "$s" "$@" || status=$?
+    "$PY" -m grace.bench --workloads "$WORKLOADS" --modes "$MODES" --experiment "$EXPERIMENT" --run-id "$RUN_ID" \
+        --shard "$s" --repeat "${REPEAT:-100}" --timeout "${TIMEOUT:-420}" "${resume[@]}" "${stop[@]}" "$@" || status=$?
   done
 fi
 echo "results: $RUN_DIR/rows.jsonl (run again with RUN_ID=$RUN_ID to resume)"
