@@ -144,3 +144,14 @@ def test_every_wrapped_entry_exists_where_its_layer_looks_for_it() -> None:
             continue
         owner = getattr(importlib.import_module(module_name), cls_name)
         assert attr in owner.__dict__, f"{layer}: {module_name}.{cls_name}.{attr} not found"
+
+
+def test_a_reset_clock_counts_only_what_follows() -> None:
+    clock = layers.LayerClock()
+    clock.call(time.sleep, 0.002)
+    clock.reset()
+    assert clock.exclusive_us()["caller"] == 0.0
+    clock.enter("caller")
+    with pytest.raises(RuntimeError, match="still open"):
+        clock.reset()
+    clock.leave()

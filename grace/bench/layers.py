@@ -28,7 +28,10 @@ launch    ``CUDAGraph.replay``, or a Triton kernel's launch (``CachingAutotuner.
 
 Every boundary costs two clock reads and a Python frame, about half a microsecond, charged to
 the layers either side; the timed samples of the benchmark run without these wrappers, which
-are put in place for the one measured iteration and taken away after it.
+are put in place for the measured iteration and taken away after it. The first calls after they
+go in are cold (on the development machine's CPU, about four times a steady call:
+``scripts/probes/layers_cpu_profile.py``), so a measurement runs a few unmeasured calls with the
+wrappers in place first and :meth:`LayerClock.reset` before the one it keeps.
 """
 
 from __future__ import annotations
@@ -102,6 +105,12 @@ class LayerClock:
             return fn(*args)
         finally:
             self.leave()
+
+    def reset(self) -> None:
+        """Forget what was counted (between layers only), to measure a later call alone."""
+        if self._stack:
+            raise RuntimeError(f"layers still open: {self._stack}")
+        self.exclusive_ns.clear()
 
     def exclusive_us(self) -> dict[str, float]:
         """Microseconds per layer, every layer of :data:`LAYERS` present (0 where not entered)."""

@@ -49,6 +49,7 @@ WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
 COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
 MAX_SLEEP_CYCLES = 1 << 27  # gpu_timed's longest head start for the host, about 80 ms
 RNG_SEED_BASE = 7_000_000  # stochastic workloads' per-sample seeds, apart from the weights' seed 0
+LAYER_WARM_CALLS = 3  # unmeasured calls with the layer clock's wrappers in place before the measured one
 
 
 class SkipLog(logging.Handler):
@@ -255,13 +256,18 @@ class Case:
     def layered(self, sample: int) -> dict[str, float]:
         """Host microseconds per layer (:mod:`grace.bench.layers`) of one iteration on input
         ``sample``, synchronised before and after but not inside: the host's own time, the
-        device's work overlapping it."""
+        device's work overlapping it. The iteration measured follows LAYER_WARM_CALLS unmeasured
+        ones with the clock's wrappers in place: the first calls after they go in are cold."""
         from grace.bench import layers
 
         args = self.inputs(sample)
-        self.seed(sample)
-        self.sync()
         with layers.timing() as clock:
+            for _ in range(LAYER_WARM_CALLS):
+                self.seed(sample)
+                clock.call(self.step, self.fn, self.model, args)
+            self.seed(sample)
+            self.sync()
+            clock.reset()
             out = clock.call(self.step, self.fn, self.model, args)
         self.sync()
         del out
