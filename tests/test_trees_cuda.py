@@ -25,3 +25,17 @@ def test_an_overwritten_input_raises_and_the_next_call_in_the_generation_records
     lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
     assert lines["f(z), z overwritten"].startswith("RuntimeError") and "overwritten" in lines["f(z), z overwritten"]
     assert lines["f(fresh), same generation"] == "ok, equal to eager: True", proc.stdout
+
+
+@pytest.mark.parametrize("lean", ["0", "1"])
+def test_outputs_only_autograd_holds_are_not_overwritten_before_their_backward(lean: str) -> None:
+    """A layer's forward whose outputs only autograd holds, then another function or the same
+    layer again, then one backward: each step's gradients equal eager's (stock 2.11 computes with
+    the later call's values, or aborts in its allocator restore)."""
+    env = {**os.environ, "GRACE_DISABLE": "0", "GRACE_LEAN_REPLAY": lean}
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/saved_output_dead.py")],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = [line for line in proc.stdout.splitlines() if " step " in line]
+    assert len(steps) == 14, proc.stdout
+    assert all(line.endswith("(equal)") for line in steps), proc.stdout

@@ -61,6 +61,13 @@ def liveness_on_the_cpu() -> None:
         return refcount == 3 if cached[0]._use_count() > 1 else refcount == 2
 
     weakref = StorageWeakRefWrapper(cached[0], extra_ref_check=check_refcount)
+    import grace.config
+    from grace.trees import cached_output_check
+
+    node = type("Node", (), {"cached_tensor_outputs": cached})()
+    with grace.config.patch(cgct=True):  # hardened, as with any switch on; made where the tree makes it
+        hardened = cached_output_check(check_refcount, lambda: node, 0, cached[0])
+    hardened_weakref = StorageWeakRefWrapper(cached[0], extra_ref_check=hardened)
     print("held by the user: dead =", weakref.expired())
     user = out.requires_grad_()
     del out
@@ -70,6 +77,7 @@ def liveness_on_the_cpu() -> None:
     dead = weakref.expired()  # before anything here takes a Python reference to the saved tensor
     same = loss.grad_fn.next_functions[0][0]._saved_self.data_ptr() == cached[0].data_ptr()
     print("saved by autograd only: dead =", dead, "| autograd's saved tensor is that output:", same)
+    print("saved by autograd only, GraCE's hardened test: dead =", hardened_weakref.expired())
 
 
 def program(name: str, steps: int = 7) -> None:
