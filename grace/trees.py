@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -91,39 +91,6 @@ def hardened() -> bool:
     from grace import config
 
     return bool(config.cgct or config.pi or config.scg or config.lean_replay)
-
-
-def cached_output_check(stock_check: Callable[[], bool], node_ref: Callable[[], Any], index: int,
-                        output: Any) -> Callable[[], bool]:
-    """The test a CUDA graph node's cached output ``index`` passes when only the tree holds it.
-
-    The tree counts a cached output dead when its storage has no holder beyond the tree's own and
-    ``stock_check`` (``check_refcount`` of ``CUDAGraphNode._initialize_cached_tensors``) finds no
-    Python reference beyond the tree's. Neither count sees a holder of the output's own
-    ``TensorImpl`` from C++: autograd saving the output for a backward (a compiled forward's
-    activations through ``ctx.save_for_backward``, ``out.square()`` on it) adds one to its use
-    count and nothing to either. Counted dead, such an output lets the tree end its path while a
-    backward is pending (``all_outputs_are_dead``), or replay a child whose memory overlaps it
-    (``check_invariants``' expected-dead test): the next replay writes where the saved tensor
-    points, and the backward computes with the later call's values, or the allocator restore
-    frees memory autograd then releases ("invalid device pointer"). Where the tree is
-    :func:`hardened`, the output is dead only if, besides, its use count is what it was when the
-    node made it (``output``, read here and not kept). Otherwise ``stock_check`` itself.
-
-    Read wherever the tree tests a cached output's liveness, a replay's invariant check
-    included: one use-count read more than stock's test.
-    """
-    if not hardened():
-        return stock_check
-    made_with = output._use_count()
-
-    def only_the_tree_holds_it() -> bool:
-        if not stock_check():
-            return False
-        node = node_ref()
-        return node is not None and node.cached_tensor_outputs[index]._use_count() <= made_with
-
-    return only_the_tree_holds_it
 
 
 def collector_paused_if_hardened() -> contextlib.AbstractContextManager[None]:

@@ -57,6 +57,8 @@ def _both_ways(scenario: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatc
         with grace.config.patch(lean_replay=lean, scg_force="graph"):  # every function recorded
             results[lean] = scenario()
         _fresh()
+    unlike = {lean: [e[1] for e in res if isinstance(e, tuple) and e[0] == "steps unlike eager"] for lean, res in results.items()}
+    assert not any(steps for lists in unlike.values() for steps in lists), f"unlike eager (lean replay off, on): {unlike}"
     assert len(results[True]) == len(results[False])
     for i, (off, on) in enumerate(zip(results[False], results[True])):
         if isinstance(off, tuple):
@@ -74,21 +76,30 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def test_two_functions_interleaved_and_fed_back(monkeypatch: pytest.MonkeyPatch) -> None:
     def scenario() -> list[Any]:
-        f = _compiled(lambda x: torch.sin(x) * 2 + x)
+        def eager_f(x: torch.Tensor) -> torch.Tensor:
+            return torch.sin(x) * 2 + x
+
+        f = _compiled(eager_f)
         g = _compiled(lambda x: (x @ x.T).relu())
         x = torch.randn(16, 16, device="cuda")
-        out = []
-        for _ in range(8):
+        out, unlike_eager = [], []
+        for step in range(8):
+            expected = eager_f(x).cpu()
             y = f(x)
             out.append(_outcome(lambda: g(y)))
             copied = _outcome(lambda: y.clone())  # raises where g's call overwrote y
             out.append(copied)
+            if isinstance(copied, list) and not torch.allclose(copied[0].cpu(), expected):
+                unlike_eager.append(f"f at step {step}")
             x = copied[0].cuda() if isinstance(copied, list) else torch.randn(16, 16, device="cuda")
-        for _ in range(5):  # x = f(x)
+        for step in range(5):  # x = f(x)
+            expected = eager_f(x).cpu()
             torch.compiler.cudagraph_mark_step_begin()
             x = f(x)
             out.append(_outcome(lambda: x))
-        return out
+            if isinstance(out[-1], list) and not torch.allclose(out[-1][0], expected):
+                unlike_eager.append(f"x = f(x) at step {step}")
+        return [("steps unlike eager", tuple(unlike_eager)), *out]
 
     _both_ways(scenario, monkeypatch)
 

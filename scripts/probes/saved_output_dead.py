@@ -62,12 +62,19 @@ def liveness_on_the_cpu() -> None:
 
     weakref = StorageWeakRefWrapper(cached[0], extra_ref_check=check_refcount)
     import grace.config
-    from grace.trees import cached_output_check
+    from grace.tree_liveness import cached_output_check
 
-    node = type("Node", (), {"cached_tensor_outputs": cached})()
+    class Node:  # what the hardened test reads of a CUDAGraphNode
+        cached_tensor_outputs = cached
+        children: dict = {}
+        outputs_weakrefs: list = []
+        _path_to_root = property(lambda self: iter([self]))
+
+    node = Node()
     with grace.config.patch(cgct=True):  # hardened, as with any switch on; made where the tree makes it
         hardened = cached_output_check(check_refcount, lambda: node, 0, cached[0])
     hardened_weakref = StorageWeakRefWrapper(cached[0], extra_ref_check=hardened)
+    node.outputs_weakrefs = [hardened_weakref]
     print("held by the user: dead =", weakref.expired())
     user = out.requires_grad_()
     del out
