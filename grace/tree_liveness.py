@@ -31,7 +31,8 @@ Invariants:
 1. With the tree not hardened, the test is stock's ``check_refcount`` itself.
 2. An output stock counts live is live.
 3. An output counted dead has, besides the tree, no Python and no C++ holder, and no autograd
-   history; a held output's verdict is taken after the dead outputs near it dropped theirs.
+   history where it can drop it in place; a held output's verdict is taken after the dead
+   outputs near it dropped theirs.
 4. A check keeps no reference to any output: the node's list is read through a weak reference.
 """
 

@@ -30,8 +30,8 @@ def test_an_overwritten_input_raises_and_the_next_call_in_the_generation_records
 @pytest.mark.parametrize("lean", ["0", "1"])
 def test_outputs_only_autograd_holds_are_not_overwritten_before_their_backward(lean: str) -> None:
     """A layer's forward whose outputs only autograd holds, then another function or the same
-    layer again, then one backward: each step's gradients equal eager's (stock 2.11 computes with
-    the later call's values, or aborts in its allocator restore)."""
+    layer again, then one backward: each step's gradients equal eager's (stock 2.11 aborts there,
+    "invalid device pointer" in its allocator restore)."""
     env = {**os.environ, "GRACE_DISABLE": "0", "GRACE_LEAN_REPLAY": lean}
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/saved_output_dead.py")],
                           capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
