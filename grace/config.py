@@ -68,6 +68,13 @@ scg_pi_strategies: str = Config(default="", env_name_default="GRACE_SCG_PI_STRAT
 # tests and the differential test have run with it on the GPU.
 lean_replay: bool = Config(default=False, env_name_default="GRACE_LEAN_REPLAY")
 
+# With any switch on: an output of a replayed CUDA graph that the user still holds when a new
+# generation ends its path raises on its next read, as outputs of warm-ups and recordings do in
+# stock (grace.stale_outputs); stock lets it read what the next graph wrote there. Off by
+# default until PyTorch's CUDA graph trees tests and the differential test have run with it on
+# the GPU.
+stale_outputs_raise: bool = Config(default=False, env_name_default="GRACE_STALE_OUTPUTS_RAISE")
+
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved
 # rounds, timed calls per choice per round; and the margin by which a more involved choice must
 # beat a simpler one's median to replace it (grace.scg.choose). The defaults are those modules'.

@@ -39,3 +39,19 @@ def test_outputs_only_autograd_holds_are_not_overwritten_before_their_backward(l
     steps = [line for line in proc.stdout.splitlines() if " step " in line]
     assert len(steps) == 14, proc.stdout
     assert all(line.endswith("(equal)") for line in steps), proc.stdout
+
+
+def test_an_output_read_after_the_next_call_took_it_as_input_raises_or_is_right() -> None:
+    """``y = f(x); g(y); y.clone()`` with both functions in graphs: with
+    ``grace.config.stale_outputs_raise`` every read either raises the tree's overwritten-output
+    error or equals eager (stock 2.11 aborts earlier; without the switch, ``y`` read after a
+    replayed ``g`` can hold ``g``'s output)."""
+    import re
+
+    env = {**os.environ, "GRACE_DISABLE": "0", "GRACE_SCG_FORCE": "graph", "GRACE_STALE_OUTPUTS_RAISE": "1"}
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/interleaved_fed_back.py")],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    diffs = [float(d) for d in re.findall(r"max diff (\S+?)[;\s]", proc.stdout + "\n")]
+    assert len(diffs) >= 5, proc.stdout  # the fed-back steps at least
+    assert all(d <= 1e-4 for d in diffs), proc.stdout

@@ -1,0 +1,87 @@
+"""Outputs of a replayed path that the user still holds, invalidated when a new generation ends it.
+
+Design note
+-----------
+CUDA graph trees promise that reading an output after a later call overwrote its memory raises
+("accessing tensor output of CUDAGraphs that has been overwritten"). A new generation (the next
+compiled call, or ``cudagraph_mark_step_begin``) ends the executing path, and its memory is free
+for the next recording or replay. Stock keeps the promise for a warm-up or a recording path
+(``dealloc_current_path_weakrefs`` marks their outputs' storages) but not for a replayed path:
+its outputs are the nodes' cached tensors, handed out again on every replay, so marking their
+storages would mark every later replay's outputs. They stay readable and read whatever the next
+graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new root can put
+``g``'s output where ``y`` is, and ``y`` read after the call holds it, silently.
+
+:class:`StaleOutputGuard` keeps the promise for replayed paths:
+
+1. Where a path ends (``clear_current_path_state_and_set_to_none``), each node on it that has a
+   cached output the user still holds (the tree's own liveness test says live) gives up its
+   cached outputs (``remove_node_cached_tensors``, as the tree does before an allocator restore;
+   its next replay makes new ones over the same memory, in new storages). The held outputs are
+   noted by weak reference.
+2. When the call that ended the path returns (``CUDAGraphTreeManager.run``), each noted output
+   still alive gets the tree's overwritten-output message, as stock marks a warm-up's outputs:
+   the tensor handed out raises on its next read (a view the user made of it does not, as in
+   stock). The call itself reads them as its inputs first (``x = f(x)`` after
+   ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes), and only a later read
+   raises.
+3. Outputs nobody holds cost nothing; a node gives up its cache only where one of its outputs is
+   held at a generation's end, and the next replay of that node pays for new cached tensors.
+4. On only with :func:`grace.trees.hardened` and ``grace.config.stale_outputs_raise``, as the
+   tree is made; otherwise the manager's guard is None and the tree is stock's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Optional
+
+
+class StaleOutputGuard:
+    """``CUDAGraphTreeManager.grace_stale_outputs``: held outputs of ended paths, to invalidate."""
+
+    __slots__ = ("_message", "_pending")
+
+    def __init__(self, message: Callable[[Optional[str]], str]) -> None:
+        self._message = message  # the tree's overwritten-output message for a stack trace
+        self._pending: list[tuple[Any, Optional[str]]] = []  # (weak reference, stack trace)
+
+    def path_ends(self, node: Any) -> None:
+        """Before the tree drops the path ending at ``node``: held cached outputs leave their
+        nodes' caches and are noted (invariant 1)."""
+        from torch._inductor.cudagraph_trees import is_live
+        from torch.utils.weak import TensorWeakRef
+
+        for near in node._path_from_root:
+            cached = near.cached_tensor_outputs
+            if not cached:
+                continue
+            # no reference to an output while its liveness is tested: the test counts them
+            live = [i for i in range(len(cached))
+                    if cached[i] is not None and is_live(near.outputs_weakrefs[i])]
+            if live:
+                traces = near.stack_traces or [None] * len(cached)
+                self._pending.extend((TensorWeakRef(cached[i]), traces[i]) for i in live)
+                near.remove_node_cached_tensors()
+
+    def call_ends(self) -> None:
+        """When the call returns: the noted outputs still alive raise on their next read
+        (invariant 2). Nothing noted, the common case, is one test."""
+        if not self._pending:
+            return
+        import torch
+
+        pending, self._pending = self._pending, []
+        for ref, trace in pending:
+            tensor = ref()
+            if tensor is not None:
+                torch._C._set_storage_access_error_msg(tensor, self._message(trace))
+
+
+def stale_output_guard(message: Callable[[Optional[str]], str]) -> Optional[StaleOutputGuard]:
+    """The manager's guard as the tree is made: one where :func:`grace.trees.hardened` and
+    ``grace.config.stale_outputs_raise``, else None (invariant 4)."""
+    from grace import config
+    from grace.trees import hardened
+
+    return StaleOutputGuard(message) if hardened() and config.stale_outputs_raise else None

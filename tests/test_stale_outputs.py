@@ -1,0 +1,105 @@
+"""Held outputs of a replayed path raise once a new generation ended it (grace.stale_outputs).
+
+A node's cached outputs are made on the CPU as ``CUDAGraphNode._initialize_cached_tensors``
+makes them, judged by the tree's own ``StorageWeakRefWrapper`` and ``check_refcount``, and
+given up with the tree's own ``CUDAGraphNode.remove_node_cached_tensors``. The GPU side is
+``scripts/probes/handoff_clobber.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+class _Node:
+    """What the guard reads and calls of a ``CUDAGraphNode``."""
+
+    def __init__(self, outputs: int) -> None:
+        from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
+
+        torch._C._set_cached_tensors_enabled(True)
+        self.cached_tensor_outputs: list[Any] = []
+        self.outputs_weakrefs: list[Any] = []
+        self.unaliased_in_all_paths = [True] * outputs
+        self.stack_traces = [f"line {i}" for i in range(outputs)]
+        node_ref = weakref.ref(self)
+        for i in range(outputs):
+            out = torch.empty(0).set_(torch.UntypedStorage(64), 0, (16,), (1,))
+            torch._C._add_cached_tensor(out)
+
+            def check_refcount(i: int = i) -> bool:  # CUDAGraphNode's
+                node = node_ref()
+                if node is None:
+                    return False
+                refcount = sys.getrefcount(node.cached_tensor_outputs[i])
+                return refcount == 3 if node.cached_tensor_outputs[i]._use_count() > 1 else refcount == 2
+
+            self.outputs_weakrefs.append(StorageWeakRefWrapper(out, extra_ref_check=check_refcount))
+            self.cached_tensor_outputs.append(out)
+            del out
+
+    @property
+    def _path_from_root(self) -> Any:
+        yield self
+
+    def remove_node_cached_tensors(self) -> None:
+        from torch._inductor.cudagraph_trees import CUDAGraphNode
+
+        CUDAGraphNode.remove_node_cached_tensors(self)  # type: ignore[arg-type]
+
+
+def _guard() -> Any:
+    from grace.stale_outputs import StaleOutputGuard
+    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
+
+    return StaleOutputGuard(CUDAGraphTreeManager.format_dealloc_msg)
+
+
+def test_a_held_output_is_read_by_the_call_and_raises_after_it() -> None:
+    node, guard = _Node(2), _guard()
+    y = node.cached_tensor_outputs[0]  # the user holds output 0; output 1 is dead
+    guard.path_ends(node)
+    assert node.cached_tensor_outputs == [], "the node gave up its cache; its next replay makes new ones"
+    y.data_ptr()  # the call that ended the path still reads it as its input
+    guard.call_ends()
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run.*line 0"):
+        y.data_ptr()
+
+
+def test_a_path_nobody_holds_keeps_its_cache_and_nothing_is_invalidated() -> None:
+    node, guard = _Node(2), _guard()
+    ids = [id(t) for t in node.cached_tensor_outputs]
+    guard.path_ends(node)
+    assert [id(t) for t in node.cached_tensor_outputs] == ids
+    guard.call_ends()
+    for t in node.cached_tensor_outputs:
+        t.data_ptr()
+        torch._C._remove_cached_tensor(t)
+
+
+def test_an_output_held_through_a_view_makes_its_node_give_up_its_cache() -> None:
+    node, guard = _Node(1), _guard()
+    view = node.cached_tensor_outputs[0].view(4, 4)
+    guard.path_ends(node)
+    assert node.cached_tensor_outputs == [], "the next replay must not hand out the memory the view reads"
+    guard.call_ends()
+    view.data_ptr()  # views are not marked, as stock does not mark views of a warm-up's outputs
+
+
+def test_the_guard_exists_only_with_its_switch_and_a_hardened_tree() -> None:
+    import grace.config
+    from grace.stale_outputs import StaleOutputGuard, stale_output_guard
+
+    off = {"cgct": False, "pi": False, "scg": False, "lean_replay": False}
+    cases = [({**off, "cgct": True, "stale_outputs_raise": True}, True),
+             ({**off, "cgct": True, "stale_outputs_raise": False}, False),
+             ({**off, "stale_outputs_raise": True}, False)]
+    for switches, expected in cases:
+        with grace.config.patch(**switches):
+            assert isinstance(stale_output_guard(str), StaleOutputGuard) is expected, switches
