@@ -8,13 +8,14 @@ given up with the tree's own ``CUDAGraphNode.remove_node_cached_tensors``. The G
 
 from __future__ import annotations
 
-import sys
 import weakref
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from tree_fakes import cached_output, stock_check_refcount  # noqa: E402
 
 
 class _Node:
@@ -23,24 +24,14 @@ class _Node:
     def __init__(self, outputs: int) -> None:
         from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
 
-        torch._C._set_cached_tensors_enabled(True)
         self.cached_tensor_outputs: list[Any] = []
         self.outputs_weakrefs: list[Any] = []
         self.unaliased_in_all_paths = [True] * outputs
         self.stack_traces = [f"line {i}" for i in range(outputs)]
         node_ref = weakref.ref(self)
         for i in range(outputs):
-            out = torch.empty(0).set_(torch.UntypedStorage(64), 0, (16,), (1,))
-            torch._C._add_cached_tensor(out)
-
-            def check_refcount(i: int = i) -> bool:  # CUDAGraphNode's
-                node = node_ref()
-                if node is None:
-                    return False
-                refcount = sys.getrefcount(node.cached_tensor_outputs[i])
-                return refcount == 3 if node.cached_tensor_outputs[i]._use_count() > 1 else refcount == 2
-
-            self.outputs_weakrefs.append(StorageWeakRefWrapper(out, extra_ref_check=check_refcount))
+            out = cached_output(16)
+            self.outputs_weakrefs.append(StorageWeakRefWrapper(out, extra_ref_check=stock_check_refcount(node_ref, i)))
             self.cached_tensor_outputs.append(out)
             del out
 

@@ -11,13 +11,14 @@ and ``tests/test_trees_cuda.py``.
 
 from __future__ import annotations
 
-import sys
 import weakref
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from tree_fakes import cached_output, stock_check_refcount  # noqa: E402
 
 
 class _Node:
@@ -32,26 +33,15 @@ class _Node:
     def _path_to_root(self) -> Any:
         yield self
 
-    def get_output_refcount(self, index: int) -> int:
-        return sys.getrefcount(self.cached_tensor_outputs[index])
-
     def cache(self, hardened: bool) -> Any:
         """A new cached output and the tree's weak reference to it, as the tree makes them."""
         import grace.config
         from grace.tree_liveness import cached_output_check
         from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
 
-        torch._C._set_cached_tensors_enabled(True)
-        out = torch.empty(0).set_(torch.UntypedStorage(256), 0, (64,), (1,))
-        torch._C._add_cached_tensor(out)
+        out = cached_output()
         node_ref, i = weakref.ref(self), len(self.cached_tensor_outputs)
-
-        def check_refcount() -> bool:  # CUDAGraphNode's
-            node = node_ref()
-            if node is None:
-                return False
-            refcount = node.get_output_refcount(i)
-            return refcount == 3 if node.cached_tensor_outputs[i]._use_count() > 1 else refcount == 2
+        check_refcount = stock_check_refcount(node_ref, i)
 
         with grace.config.patch(cgct=hardened, pi=False, scg=False, lean_replay=False):
             check = cached_output_check(check_refcount, node_ref, i, out)
