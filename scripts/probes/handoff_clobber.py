@@ -30,8 +30,10 @@ for step in range(6):
     try: after = y.clone()
     except RuntimeError: after = None
     r = lambda a, b: None if a is None or b is None else (a - b).abs().max().item()
+    try: yp = hex(y.data_ptr())
+    except RuntimeError: yp = "raises"   # the tree marked y overwritten
     print(step, "f-before-g vs eager", r(before, exp), "| y after g vs before", r(after, before),
-          "| y after g vs g out", r(after, zc), "| y ptr", hex(y.data_ptr()), "g out", zp,
+          "| y after g vs g out", r(after, zc), "| y ptr", yp, "g out", zp,
           "| roots", {fid.id: len(ns) for fid, ns in m.roots.items()},
           "| state", m.path_state.name, flush=True)
     x = before.clone()
