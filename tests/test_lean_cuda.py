@@ -37,7 +37,7 @@ def _outcome(step: Callable[[], Any]) -> Any:
     return [t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
-def _both_ways(scenario: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+def _both_ways(scenario: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatch, **config: Any) -> None:
     import grace.config
     from grace.lean.dispatch import LeanDispatch
 
@@ -54,7 +54,7 @@ def _both_ways(scenario: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatc
     for lean in (False, True):
         _fresh()
         torch.manual_seed(0)
-        with grace.config.patch(lean_replay=lean, scg_force="graph"):  # every function recorded
+        with grace.config.patch(lean_replay=lean, scg_force="graph", **config):  # every function recorded
             results[lean] = scenario()
         _fresh()
     unlike = {lean: [e[1] for e in res if isinstance(e, tuple) and e[0] == "steps unlike eager"] for lean, res in results.items()}
@@ -74,7 +74,13 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return torch.compile(fn, mode="reduce-overhead")
 
 
-def test_two_functions_interleaved_and_fed_back(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("stale_outputs_raise", [
+    pytest.param(False, marks=pytest.mark.xfail(strict=True, reason=(
+        "stock 2.11's gap: y read after g(y) holds g's output once g records or replays as a new "
+        "root over the path f's replay ended; grace.config.stale_outputs_raise makes the read raise"))),
+    True,
+])
+def test_two_functions_interleaved_and_fed_back(monkeypatch: pytest.MonkeyPatch, stale_outputs_raise: bool) -> None:
     def scenario() -> list[Any]:
         def eager_f(x: torch.Tensor) -> torch.Tensor:
             return torch.sin(x) * 2 + x
@@ -97,11 +103,12 @@ def test_two_functions_interleaved_and_fed_back(monkeypatch: pytest.MonkeyPatch)
             torch.compiler.cudagraph_mark_step_begin()
             x = f(x)
             out.append(_outcome(lambda: x))
-            if isinstance(out[-1], list) and not torch.allclose(out[-1][0], expected):
+            # equal_nan: an x fed back stale above may have grown to inf, and sin(inf) is nan
+            if isinstance(out[-1], list) and not torch.allclose(out[-1][0], expected, equal_nan=True):
                 unlike_eager.append(f"x = f(x) at step {step}")
         return [("steps unlike eager", tuple(unlike_eager)), *out]
 
-    _both_ways(scenario, monkeypatch)
+    _both_ways(scenario, monkeypatch, stale_outputs_raise=stale_outputs_raise)
 
 
 def test_outputs_held_across_calls(monkeypatch: pytest.MonkeyPatch) -> None:
