@@ -645,6 +645,18 @@ def test_each_configuration_compiles_into_its_own_caches(tmp_path: Path) -> None
     assert not set(caches("stock", 1)) & set(caches("stock-again", 1))
 
 
+def test_a_child_gets_absolute_cache_paths_from_a_relative_run_folder(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor compiles C++ in a build folder of its own: a relative cache path names no file."""
+    from grace.difftest.runner import child_env
+
+    monkeypatch.chdir(tmp_path)
+    env = child_env("stock", Path("run") / "scratch" / "stock-1", None, Path("run") / "compile" / "stock")
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "GRACE_SCG_CACHE_DIR", "GRACE_SCG_REPORT"):
+        assert Path(env[name]).is_absolute(), name
+        assert Path(env[name]).is_relative_to(tmp_path / "run"), name
+
+
 def test_backends_name_inductor_with_and_without_graphs() -> None:
     from grace.difftest.execute import INDUCTOR_WITHOUT_GRAPHS, compile_options
 

@@ -114,7 +114,10 @@ def child_env(config: str, scratch: Path, gpu: str | None = None,
     ``gpu`` that one GPU alone. ``compile_cache`` is the configuration's own Inductor and Triton
     cache, shared by its programs and no other configuration's: neither cache's keys hold
     GraCE's switches, and autotuning's choices, kept there, would otherwise pass from one
-    configuration to another in whatever order the children ran."""
+    configuration to another in whatever order the children ran. Every path is made absolute:
+    Inductor runs its C++ compiler in a build folder of its own, where a relative cache path
+    names no file (every program with a CPU kernel then failed to compile)."""
+    scratch = scratch.resolve()
     env = dict(os.environ)
     env.update(CONFIGURATIONS[config])
     if gpu is not None:
@@ -127,6 +130,7 @@ def child_env(config: str, scratch: Path, gpu: str | None = None,
     # than starting a pool of compile workers per child, J children at a time.
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if compile_cache is not None:
+        compile_cache = compile_cache.resolve()
         env["TORCHINDUCTOR_CACHE_DIR"] = str(compile_cache / "inductor")
         env["TRITON_CACHE_DIR"] = str(compile_cache / "triton")
     env["GRACE_SCG_CACHE_DIR"] = str(scratch / "scg-cache")
