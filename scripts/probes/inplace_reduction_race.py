@@ -7,9 +7,9 @@ kernel applies to each element of the saved fc2 output, or a sum where only some
 so scaled. That kernel (below, as Inductor 2.11 generates it with donated buffers) writes the
 scaled values back over its input (``in_out_ptr0``, the donated ``addmm_1``) and sums them per
 column into ``out_ptr0``. For some launch configurations Triton loads the input twice, once in the
-store's layout and once in the reduction's, and stores between the two without a barrier: a
-thread's second load can see another thread's store, and the column sum then adds an
-already-scaled value. This probe launches the kernel many times per configuration on fresh copies
+store's layout and once in the reduction's, so that the thread that sums an element is not the
+one that stores it, and no barrier orders that store against that load: the sum may read the
+stored, already-scaled value. This probe launches the kernel many times per configuration on fresh copies
 and counts launches whose column sums are wrong; a configuration with one load is the control.
 
     python scripts/probes/inplace_reduction_race.py [--launches 20000]
