@@ -24,10 +24,15 @@ runpy.run_module('grace.difftest', run_name='__main__')"
 
 import argparse
 import json
+import sys
+from pathlib import Path
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 @triton.jit
@@ -91,9 +96,8 @@ def count_wrong(xblock: int, rblock: int, warps: int, launches: int, batch: int 
             "columns": sorted(columns), "ratios": sorted(ratios)[:8]}
 
 
-def global_accesses(xblock: int, rblock: int, warps: int) -> dict:
-    """The kernel compiled for sm_90 (no GPU needed): its predicated global loads and stores in the
-    loop, read from the PTX. Two loads per stored element is the racy shape."""
+def compile_for_sm90(xblock: int, rblock: int, warps: int) -> Any:
+    """The kernel compiled for sm_90 in this process (no GPU needed)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -102,10 +106,18 @@ def global_accesses(xblock: int, rblock: int, warps: int) -> dict:
     aligned = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
     source = ASTSource(triton_red_fused_div_expand_mul_pow_sum_0, signature,
                        {"XBLOCK": xblock, "R0_BLOCK": rblock}, aligned)
-    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                         options={"num_warps": warps, "num_stages": 1}).asm["ptx"]
-    lines = ptx.splitlines()
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 1})
+
+
+def global_accesses(xblock: int, rblock: int, warps: int) -> dict:
+    """The compiled kernel's predicated global loads and stores, read from its PTX (two loads per
+    stored element is the racy shape), and what :mod:`grace.layout_race` finds in its TTGIR."""
+    from grace.layout_race import find_layout_races
+
+    compiled = compile_for_sm90(xblock, rblock, warps)
+    lines = compiled.asm["ptx"].splitlines()
     return {"config": [xblock, rblock, warps],
+            "layout_races": [race.describe() for race in find_layout_races(compiled.asm["ttgir"])],
             "evict_first_loads": sum("ld.global.L1::evict_first" in line for line in lines),
             "predicated_stores": sum(line.strip().startswith("@") and "st.global" in line for line in lines),
             "barriers": sum("bar.sync" in line for line in lines)}

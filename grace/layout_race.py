@@ -1,0 +1,119 @@
+"""Kernels whose compiled form loads a pointer argument in one layout and stores it in another.
+
+Design note
+-----------
+A Triton program's loads and stores run in program order: an in-place kernel (Inductor's
+``in_out_ptr``) that loads an element, computes, and stores it back is right however its threads
+are laid out, as long as the thread that loads an element is the thread that stores it. Triton's
+layout pass may break that: to avoid a layout conversion through shared memory it can load a
+tensor again in a second layout (rematerialization). For a pointer the kernel also stores, that
+second load is made by other threads than the store, and nothing orders them: a thread may read
+the value another thread has already stored. Inductor's in-place reductions then sum values they
+have already transformed; the wrong results come and go with thread timing and with the
+configuration autotuning picks. Intel's Triton fork forbids such rematerialization
+(intel/intel-xpu-backend-for-triton#7962); NVIDIA's backend in Triton 3.6 does not.
+
+:func:`find_layout_races` reads a kernel's TTGIR (the text of the module after Triton's
+``make_ttgir`` stage) and reports each pointer argument that is stored through a tensor of
+pointers in one layout and loaded through one in another: the shape of that race. It follows a
+pointer from the argument through the ops that derive pointers (``tt.splat``, ``tt.addptr``,
+``tt.broadcast``, ``tt.expand_dims``, ``tt.reshape``, ``tt.trans``, ``ttg.convert_layout``) and
+loop-carried ``scf.for`` arguments. Loads and stores in one layout are not reported (one thread
+per element), nor are scalar loads. It reads text only, so it runs on the CPU on a kernel
+compiled for any target.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# ops whose result points into the memory of their first operand
+_DERIVING_OPS = frozenset({"tt.splat", "tt.addptr", "tt.broadcast", "tt.expand_dims", "tt.reshape",
+                           "tt.trans", "ttg.convert_layout"})
+_FUNC = re.compile(r"tt\.func\s+(?:public\s+|private\s+)?@(?P<name>[\w$.]+)\((?P<args>.*?)\)\s*(?:->|attributes|\{)")
+_POINTER_ARG = re.compile(r"(%[\w$.]+)\s*:\s*!tt\.ptr<")
+_DEF = re.compile(r"^\s*(?P<results>%[\w$.#]+(?::\d+)?)\s*=\s*(?P<op>[\w.]+)\s+(?P<rest>.*)$")
+_ACCESS = re.compile(r"^\s*(?:(?P<result>%[\w$.#]+)\s*=\s*)?(?P<op>tt\.load|tt\.store)\s+(?P<ptr>%[\w$.#]+)(?P<rest>.*)$")
+_ITER_ARG = re.compile(r"(%[\w$.#]+)\s*=\s*(%[\w$.#]+)")
+_OPERAND = re.compile(r"%[\w$.#]+")
+
+
+@dataclass(frozen=True)
+class LayoutRace:
+    """A pointer argument stored in some layouts and loaded in others."""
+
+    kernel: str
+    argument: str  # as the TTGIR names it, without the %
+    store_layouts: tuple[str, ...]
+    load_layouts: tuple[str, ...]  # the layouts of its loads that no store of it shares
+
+    def describe(self) -> str:
+        return (f"{self.kernel}: {self.argument} is stored in {', '.join(self.store_layouts)} and loaded "
+                f"in {', '.join(self.load_layouts)}: a thread may load what another has stored")
+
+
+def find_layout_races(ttgir: str) -> list[LayoutRace]:
+    """Every pointer argument of the module's functions with a load in a layout none of its
+    stores has, where it is stored through a tensor of pointers at all."""
+    races: list[LayoutRace] = []
+    for kernel, args, body in _functions(ttgir):
+        root: dict[str, str] = {a: a for a in args}  # SSA value -> the pointer argument it derives from
+        loads: dict[str, set[str]] = {}
+        stores: dict[str, set[str]] = {}
+        for line in body:
+            access = _ACCESS.match(line)
+            if access is not None:
+                arg = root.get(access["ptr"])
+                layout = _pointer_layout(access["rest"])
+                if arg is not None and layout is not None:
+                    (loads if access["op"] == "tt.load" else stores).setdefault(arg, set()).add(layout)
+                continue
+            definition = _DEF.match(line)
+            if definition is None:
+                continue
+            op, rest = definition["op"], definition["rest"]
+            if op == "scf.for":  # loop-carried values start as their initial values
+                carried = re.search(r"iter_args\((.*?)\)\s*->", rest)
+                for inner, init in _ITER_ARG.findall(carried[1] if carried else ""):
+                    if init in root:
+                        root[inner] = root[init]
+                continue
+            if op in _DERIVING_OPS:
+                first = _OPERAND.search(rest)
+                if first is not None and first[0] in root:
+                    root[definition["results"].split(":")[0]] = root[first[0]]
+        for arg in sorted(stores):
+            unshared = loads.get(arg, set()) - stores[arg]
+            if unshared:
+                races.append(LayoutRace(kernel, arg.lstrip("%"), tuple(sorted(stores[arg])), tuple(sorted(unshared))))
+    return races
+
+
+def _functions(ttgir: str) -> list[tuple[str, list[str], list[str]]]:
+    """(name, pointer arguments, body lines) of each ``tt.func`` in the module."""
+    lines = ttgir.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        head = _FUNC.search(line)
+        if head is None:
+            continue
+        body, depth = [], line.count("{") - line.count("}")
+        for inner in lines[i + 1:]:
+            if depth <= 0:
+                break
+            body.append(inner)
+            depth += inner.count("{") - inner.count("}")
+        found.append((head["name"], _POINTER_ARG.findall(head["args"]), body))
+    return found
+
+
+def _pointer_layout(rest: str) -> str | None:
+    """The layout of the tensor of pointers an access goes through (its type after the last
+    ``:``), or None for a scalar pointer."""
+    typed = rest.rsplit(" : ", 1)
+    if len(typed) != 2:
+        return None
+    kind = re.sub(r"\s+loc\(.*$", "", typed[1]).strip()
+    m = re.match(r"tensor<[^!]*!tt\.ptr<[^>]*>\s*,\s*(?P<layout>.+)>$", kind)
+    return m["layout"].strip() if m else None
