@@ -21,12 +21,25 @@ pointer from the argument through the ops that derive pointers (``tt.splat``, ``
 loop-carried ``scf.for`` arguments. Loads and stores in one layout are not reported (one thread
 per element), nor are scalar loads. It reads text only, so it runs on the CPU on a kernel
 compiled for any target.
+
+With ``grace.config.race_free_kernels`` Inductor's autotuner acts on it (``patches/pi/0003``):
+:func:`note_compiled` runs as each configuration of a kernel compiles (in a compile worker or
+not) and notes a racy one on the autotuner, which carries the note back from a worker;
+:func:`keep_race_free` then leaves the noted configurations out of the compiled set, where one
+without the race remains, before anything is benchmarked or launched. Where every configuration
+has it, all stay and a warning says so: a kernel that cannot be compiled is worse than stock.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from grace.log import get_logger
+
+log = get_logger("grace.layout_race")
 
 # ops whose result points into the memory of their first operand
 _DERIVING_OPS = frozenset({"tt.splat", "tt.addptr", "tt.broadcast", "tt.expand_dims", "tt.reshape",
@@ -117,3 +130,38 @@ def _pointer_layout(rest: str) -> str | None:
     kind = re.sub(r"\s+loc\(.*$", "", typed[1]).strip()
     m = re.match(r"tensor<[^!]*!tt\.ptr<[^>]*>\s*,\s*(?P<layout>.+)>$", kind)
     return m["layout"].strip() if m else None
+
+
+def note_compiled(autotuner: Any, config: Any, binary: Any) -> None:
+    """After ``triton.compile`` of one configuration: notes it on the autotuner if its TTGIR has
+    the race (``autotuner.grace_layout_races``: the configuration's hashable form -> findings)."""
+    from torch._inductor.runtime.triton_heuristics import triton_config_to_hashable
+
+    ttgir = binary.asm.get("ttgir") if hasattr(binary, "asm") else None
+    if not isinstance(ttgir, str):
+        return  # nothing to read: the configuration stays, as in stock
+    races = find_layout_races(ttgir)
+    if races:
+        noted = autotuner.__dict__.setdefault("grace_layout_races", {})
+        noted[triton_config_to_hashable(config)] = tuple(race.describe() for race in races)
+
+
+def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
+    """The compiled configurations to autotune among: those not noted racy, where any remain."""
+    noted = getattr(autotuner, "grace_layout_races", None)
+    if not noted:
+        return list(results)
+    from torch._inductor.runtime.triton_heuristics import triton_config_to_hashable
+
+    name = autotuner.inductor_meta.get("kernel_name", "a Triton kernel")
+    free = [r for r in results if triton_config_to_hashable(r.config) not in noted]
+    left_out = [r.config for r in results if triton_config_to_hashable(r.config) in noted]
+    if not free:
+        log.warning("%s: every configuration loads a pointer it stores in another layout; all kept, "
+                    "as stock (%s)", name, next(iter(noted.values()))[0])
+        return list(results)
+    if left_out:
+        log.info("%s: %d of %d configurations left out of autotuning, each loading a pointer it "
+                 "stores in another layout: %s", name, len(left_out), len(results),
+                 "; ".join(str(c) for c in left_out))
+    return free

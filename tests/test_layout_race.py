@@ -83,3 +83,117 @@ def test_the_pinned_triton_compiles_the_racy_shape() -> None:
     except Exception as e:  # noqa: BLE001 - no LLVM backend for NVIDIA in this triton build
         pytest.skip(f"triton cannot compile for sm_90 here: {type(e).__name__}: {e}")
     assert found == {(8, 4, 2): True, (2, 4, 2): True, (32, 4, 8): True, (32, 4, 2): False}
+
+
+class _Binary:
+    def __init__(self, ttgir: str | None) -> None:
+        self.asm = {} if ttgir is None else {"ttgir": ttgir}
+
+
+class _Autotuner:
+    def __init__(self) -> None:
+        self.inductor_meta = {"kernel_name": "triton_red_fused_div_expand_mul_pow_sum_0"}
+
+
+class _Result:
+    def __init__(self, config: object) -> None:
+        self.config = config
+
+
+def _config(xblock: int, warps: int) -> object:
+    import triton
+
+    return triton.Config({"XBLOCK": xblock, "R0_BLOCK": 4}, num_warps=warps)
+
+
+def test_autotuning_keeps_the_race_free_configurations_where_one_remains(caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("triton")
+    from grace.layout_race import keep_race_free, note_compiled
+
+    racy, free = _config(8, 2), _config(32, 2)
+    tuner = _Autotuner()
+    note_compiled(tuner, racy, _Binary((FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()))
+    note_compiled(tuner, free, _Binary((FIXTURES / "inplace_reduction_xblock32_warps2.ttgir").read_text()))
+    assert len(tuner.grace_layout_races) == 1  # type: ignore[attr-defined]
+    results = [_Result(racy), _Result(free)]
+    with caplog.at_level("INFO", logger="grace.layout_race"):
+        kept = keep_race_free(tuner, results)
+    assert kept == [results[1]]
+    assert "1 of 2 configurations left out" in caplog.text
+
+
+def test_where_every_configuration_races_all_stay_and_a_warning_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("triton")
+    from grace.layout_race import keep_race_free, note_compiled
+
+    racy = _config(8, 2)
+    tuner = _Autotuner()
+    note_compiled(tuner, racy, _Binary((FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()))
+    results = [_Result(racy)]
+    with caplog.at_level("WARNING", logger="grace.layout_race"):
+        assert keep_race_free(tuner, results) == results
+    assert "every configuration" in caplog.text
+
+
+def test_nothing_noted_or_nothing_to_read_changes_nothing() -> None:
+    pytest.importorskip("triton")
+    from grace.layout_race import keep_race_free, note_compiled
+
+    tuner = _Autotuner()
+    note_compiled(tuner, _config(8, 2), _Binary(None))  # a binary without its TTGIR
+    assert not hasattr(tuner, "grace_layout_races")
+    results = [_Result(_config(8, 2)), _Result(_config(32, 2))]
+    assert keep_race_free(tuner, results) == results
+
+
+def test_the_notes_travel_with_a_pickled_autotuner_state() -> None:
+    """A compile worker returns the autotuner pickled: its ``__dict__``, notes included."""
+    import pickle
+
+    pytest.importorskip("triton")
+    from grace.layout_race import note_compiled
+
+    tuner = _Autotuner()
+    note_compiled(tuner, _config(8, 2), _Binary((FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()))
+    assert pickle.loads(pickle.dumps(tuner.__dict__))["grace_layout_races"] == tuner.grace_layout_races  # type: ignore[attr-defined]
+
+
+def _overlay_has_the_hook() -> bool:
+    import inspect
+
+    from torch._inductor.runtime import triton_heuristics
+
+    return "grace.layout_race" in inspect.getsource(triton_heuristics)
+
+
+@pytest.mark.parametrize("switch", [False, True])
+def test_the_patched_precompile_worker_leaves_racy_configurations_out(switch: bool) -> None:
+    """Inductor's own ``_precompile_worker`` over a stand-in autotuner whose configurations
+    compile to the fixtures: with the switch on, the racy one is not among the compile results."""
+    pytest.importorskip("triton")
+    if not _overlay_has_the_hook():
+        pytest.skip("GraCE's overlay with patches/pi/0003 is not active here (run `make setup`)")
+    import grace.config
+    from grace.layout_race import note_compiled
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    racy, free = _config(8, 2), _config(32, 2)
+    texts = {id(racy): "inplace_reduction_xblock8_warps2.ttgir", id(free): "inplace_reduction_xblock32_warps2.ttgir"}
+
+    class Tuner(_Autotuner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.compile_results: list[_Result] = []
+            self.launchers: list[object] = []
+            self.configs = [racy, free]
+
+        def _precompile_config(self, cfg: object) -> _Result:
+            # what the patched _precompile_config does after triton.compile, with the fixture
+            if grace.config.race_free_kernels:
+                note_compiled(self, cfg, _Binary((FIXTURES / texts[id(cfg)]).read_text()))
+            return _Result(cfg)
+
+    tuner = Tuner()
+    with grace.config.patch(race_free_kernels=switch):
+        CachingAutotuner._precompile_worker(tuner)  # type: ignore[arg-type]
+    assert [r.config for r in tuner.compile_results] == ([free] if switch else [racy, free])
