@@ -154,8 +154,12 @@ def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
     from torch._inductor.runtime.triton_heuristics import triton_config_to_hashable
 
     name = autotuner.inductor_meta.get("kernel_name", "a Triton kernel")
-    free = [r for r in results if triton_config_to_hashable(r.config) not in noted]
-    left_out = [r.config for r in results if triton_config_to_hashable(r.config) in noted]
+    free, left_out = [], []
+    for result in results:
+        if triton_config_to_hashable(result.config) in noted:
+            left_out.append(result.config)
+        else:
+            free.append(result)
     if not free:
         log.warning("%s: every configuration loads a pointer it stores in another layout; all kept, "
                     "as stock (%s)", name, next(iter(noted.values()))[0])
