@@ -70,17 +70,15 @@ lean_replay: bool = Config(default=False, env_name_default="GRACE_LEAN_REPLAY")
 
 # With any switch on: an output of a replayed CUDA graph that the user still holds when a new
 # generation ends its path raises on its next read, as outputs of warm-ups and recordings do in
-# stock (grace.stale_outputs); stock lets it read what the next graph wrote there. Off by
-# default until PyTorch's CUDA graph trees tests have run with it on under every configuration
-# (so far with every other switch on).
-stale_outputs_raise: bool = Config(default=False, env_name_default="GRACE_STALE_OUTPUTS_RAISE")
+# stock (grace.stale_outputs); stock lets it read what the next graph wrote there, silently.
+stale_outputs_raise: bool = Config(default=True, env_name_default="GRACE_STALE_OUTPUTS_RAISE")
 
 # Inductor's autotuning leaves out each Triton configuration whose compiled kernel loads a
 # pointer it also stores in another layout, where a configuration without that shape remains
 # (grace.layout_race): Triton 3.6 compiles some in-place reductions so that a thread can read
-# what another has already stored. Compile workers read it from the environment. Off by default
-# until the race is confirmed on the GPU.
-race_free_kernels: bool = Config(default=False, env_name_default="GRACE_RACE_FREE_KERNELS")
+# what another has already stored. Compile workers read it from the environment. Leaving a
+# configuration out can cost speed, never correctness.
+race_free_kernels: bool = Config(default=True, env_name_default="GRACE_RACE_FREE_KERNELS")
 
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved
 # rounds, timed calls per choice per round; and the margin by which a more involved choice must

@@ -51,9 +51,6 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     "lean": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "0", "GRACE_LEAN_REPLAY": "1"},
     "all-lean": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph",
                  "GRACE_LEAN_REPLAY": "1"},
-    # held outputs of a replayed path raise once a new generation ended it (off by default)
-    "all-stale": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph",
-                  "GRACE_STALE_OUTPUTS_RAISE": "1"},
 }
 
 OUTCOMES = ("passed", "failed", "errors", "skipped")
