@@ -26,12 +26,23 @@ With ``grace.config.race_free_kernels`` Inductor's autotuner acts on it (``patch
 :func:`note_compiled` runs as each configuration of a kernel compiles (in a compile worker or
 not) and notes a racy one on the autotuner, which carries the note back from a worker;
 :func:`keep_race_free` then leaves the noted configurations out of the compiled set, where one
-without the race remains, before anything is benchmarked or launched. Where every configuration
-has it, all stay and a warning says so: a kernel that cannot be compiled is worse than stock.
+without the race remains, before anything is benchmarked or launched.
+
+Where every configuration has it, :func:`race_free_variant` derives one that Triton compiles
+without it. Triton rematerializes a load in a second layout only where the load is cheap: its
+tensor of pointers has fewer elements than the CTA has threads (``num_warps`` x 32), so that some
+threads would hold copies anyway. A configuration whose tile has at least as many elements as
+threads keeps one load: the variant halves ``num_warps`` until the tile covers the threads, and
+at one warp doubles the reduction block (or ``XBLOCK``) until it does. Inductor's kernels mask
+every block size and compute their grid from the configuration, so any such variant computes the
+same result. The variant is compiled and read like the others and kept only if found race-free;
+otherwise every configuration stays, as in stock, and a warning says so.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -146,8 +157,36 @@ def note_compiled(autotuner: Any, config: Any, binary: Any) -> None:
         noted[triton_config_to_hashable(config)] = tuple(race.describe() for race in races)
 
 
+_THREADS_PER_WARP = 32
+# the block to grow at one warp, in order of preference: a reduction block first (a larger one
+# only adds masked iterations), then the pointwise ones
+_GROWABLE_BLOCKS = ("R0_BLOCK", "R1_BLOCK", "RBLOCK", "XBLOCK", "YBLOCK")
+
+
+def race_free_variant(config: Any) -> Any | None:
+    """A copy of a Triton ``Config`` whose tile has at least as many elements as its CTA has
+    threads (see the design note), or None where it has already or has no block sizes."""
+    blocks = {k: v for k, v in config.kwargs.items() if k.endswith("BLOCK") and isinstance(v, int)}
+    if not blocks:
+        return None
+    elements, warps = math.prod(blocks.values()), config.num_warps
+    if elements >= warps * _THREADS_PER_WARP:
+        return None
+    while warps > 1 and elements < warps * _THREADS_PER_WARP:
+        warps //= 2
+    kwargs = dict(config.kwargs)
+    grow = next((k for k in _GROWABLE_BLOCKS if k in blocks), next(iter(blocks)))
+    while elements < warps * _THREADS_PER_WARP:
+        kwargs[grow] *= 2
+        elements *= 2
+    variant = copy.copy(config)
+    variant.kwargs, variant.num_warps = kwargs, warps
+    return variant
+
+
 def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
-    """The compiled configurations to autotune among: those not noted racy, where any remain."""
+    """The compiled configurations to autotune among: those not noted racy, where any remain;
+    else race-free variants of them (:func:`race_free_variant`), compiled here; else all."""
     noted = getattr(autotuner, "grace_layout_races", None)
     if not noted:
         return list(results)
@@ -161,11 +200,41 @@ def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
         else:
             free.append(result)
     if not free:
-        log.warning("%s: every configuration loads a pointer it stores in another layout; all kept, "
-                    "as stock (%s)", name, next(iter(noted.values()))[0])
-        return list(results)
+        free = _compiled_variants(autotuner, left_out)
+        if not free:
+            log.warning("%s: every configuration loads a pointer it stores in another layout, and no "
+                        "variant without it compiled; all kept, as stock (%s)",
+                        name, next(iter(noted.values()))[0])
+            return list(results)
+        log.info("%s: every configuration loads a pointer it stores in another layout; autotuning "
+                 "among variants that do not instead: %s", name, "; ".join(str(r.config) for r in free))
+        return free
     if left_out:
         log.info("%s: %d of %d configurations left out of autotuning, each loading a pointer it "
                  "stores in another layout: %s", name, len(left_out), len(results),
                  "; ".join(str(c) for c in left_out))
     return free
+
+
+def _compiled_variants(autotuner: Any, racy: Sequence[Any]) -> list[Any]:
+    """Each distinct race-free variant of ``racy``, compiled by the autotuner (which notes it, as
+    any configuration, if it still races) and kept where it compiled and was not noted."""
+    from torch._inductor.runtime.triton_heuristics import OutOfResources, PTXASError, triton_config_to_hashable
+
+    noted = autotuner.grace_layout_races
+    seen: set[Any] = set()
+    compiled = []
+    for config in racy:
+        variant = race_free_variant(config)
+        if variant is None or triton_config_to_hashable(variant) in seen:
+            continue
+        seen.add(triton_config_to_hashable(variant))
+        try:
+            result = autotuner._precompile_config(variant)
+        except (OutOfResources, PTXASError) as e:  # as Inductor treats a configuration that does not fit
+            log.info("%s: variant %s did not compile (%s: %s)", autotuner.inductor_meta.get("kernel_name"),
+                     variant, type(e).__name__, e)
+            continue
+        if triton_config_to_hashable(variant) not in noted:
+            compiled.append(result)
+    return compiled

@@ -18,7 +18,13 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    cached output the user still holds (the tree's own liveness test says live) gives up its
    cached outputs (``remove_node_cached_tensors``, as the tree does before an allocator restore;
    its next replay makes new ones over the same memory, in new storages). The held outputs are
-   noted by weak reference.
+   noted by weak reference, and so are those still held of the two kinds of output stock does
+   not invalidate where a replayed path ends: a node's outputs from its recording (a recording
+   followed by a replay below it in one generation ends as a replayed path, and stock marks a
+   recording's outputs only where the path ends at the recording), and the cached outputs the
+   tree dropped from the path for an allocator restore before a warm-up or a recording below it
+   (``apply_checkpoint_execution_state_in_allocator``, noted as it drops them:
+   :meth:`StaleOutputGuard.caches_dropped`).
 2. When the call that ended the path returns (``CUDAGraphTreeManager.run``), each noted output
    still alive gets the tree's overwritten-output message, as stock marks a warm-up's outputs:
    the tensor handed out raises on its next read (a view the user made of it does not, as in
@@ -40,29 +46,52 @@ from typing import Any, Optional
 class StaleOutputGuard:
     """``CUDAGraphTreeManager.grace_stale_outputs``: held outputs of ended paths, to invalidate."""
 
-    __slots__ = ("_message", "_pending")
+    __slots__ = ("_dropped", "_message", "_pending")
 
     def __init__(self, message: Callable[[Optional[str]], str]) -> None:
         self._message = message  # the tree's overwritten-output message for a stack trace
         self._pending: list[tuple[Any, Optional[str]]] = []  # (weak reference, stack trace)
+        self._dropped: list[tuple[Any, Optional[str]]] = []  # held when the path's caches were dropped
 
-    def path_ends(self, node: Any) -> None:
-        """Before the tree drops the path ending at ``node``: held cached outputs leave their
-        nodes' caches and are noted (invariant 1)."""
+    def caches_dropped(self, node: Any) -> None:
+        """Before the tree drops the cached outputs of the path ending at ``node`` for an allocator
+        restore (the path goes on below it): the held ones are noted for when the path ends."""
         from torch._inductor.cudagraph_trees import is_live
         from torch.utils.weak import TensorWeakRef
 
         for near in node._path_from_root:
             cached = near.cached_tensor_outputs
-            if not cached:
-                continue
-            # no reference to an output while its liveness is tested: the test counts them
-            live = [i for i in range(len(cached))
-                    if cached[i] is not None and is_live(near.outputs_weakrefs[i])]
-            if live:
+            if cached:
                 traces = near.stack_traces or [None] * len(cached)
-                self._pending.extend((TensorWeakRef(cached[i]), traces[i]) for i in live)
-                near.remove_node_cached_tensors()
+                self._dropped.extend((TensorWeakRef(cached[i]), traces[i]) for i in range(len(cached))
+                                     if cached[i] is not None and is_live(near.outputs_weakrefs[i]))
+
+    def path_ends(self, node: Any) -> None:
+        """Before the tree drops the path ending at ``node``: held cached outputs leave their
+        nodes' caches and are noted, with held outputs of the nodes' recordings and those noted
+        as their caches were dropped (invariant 1)."""
+        from torch._inductor.cudagraph_trees import is_live
+        from torch.utils.weak import TensorWeakRef
+
+        pending = self._pending
+        for near in node._path_from_root:
+            traces = near.stack_traces
+            cached = near.cached_tensor_outputs
+            if cached:
+                # no reference to an output while its liveness is tested: the test counts them
+                live = [i for i in range(len(cached))
+                        if cached[i] is not None and is_live(near.outputs_weakrefs[i])]
+                if live:
+                    pending.extend((TensorWeakRef(cached[i]), traces[i] if traces else None) for i in live)
+                    near.remove_node_cached_tensors()
+            recorded = near.tensor_weakrefs
+            for i in range(len(recorded)):
+                if recorded[i] is not None and recorded[i]() is not None:
+                    pending.append((recorded[i], traces[i] if traces else None))
+                    recorded[i] = None  # noted once; stock's own invalidation skips it too
+        if self._dropped:
+            pending.extend(self._dropped)
+            self._dropped = []
 
     def call_ends(self) -> None:
         """When the call returns: the noted outputs still alive raise on their next read

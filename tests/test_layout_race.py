@@ -122,17 +122,25 @@ def test_autotuning_keeps_the_race_free_configurations_where_one_remains(caplog:
     assert "1 of 2 configurations left out" in caplog.text
 
 
-def test_where_every_configuration_races_all_stay_and_a_warning_says_so(caplog: pytest.LogCaptureFixture) -> None:
+def test_where_every_configuration_and_its_variant_race_all_stay_and_a_warning_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("triton")
     from grace.layout_race import keep_race_free, note_compiled
 
+    racy_text = (FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()
+
+    class Tuner(_Autotuner):
+        def _precompile_config(self, cfg: object) -> _Result:  # every variant compiles racy too
+            note_compiled(self, cfg, _Binary(racy_text))
+            return _Result(cfg)
+
     racy = _config(8, 2)
-    tuner = _Autotuner()
-    note_compiled(tuner, racy, _Binary((FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()))
+    tuner = Tuner()
+    note_compiled(tuner, racy, _Binary(racy_text))
     results = [_Result(racy)]
     with caplog.at_level("WARNING", logger="grace.layout_race"):
         assert keep_race_free(tuner, results) == results
-    assert "every configuration" in caplog.text
+    assert "every configuration" in caplog.text and "no variant without it compiled" in caplog.text
 
 
 def test_nothing_noted_or_nothing_to_read_changes_nothing() -> None:
@@ -200,3 +208,76 @@ def test_the_patched_precompile_worker_leaves_racy_configurations_out(switch: bo
     with grace.config.patch(race_free_kernels=switch):
         CachingAutotuner._precompile_worker(tuner)  # type: ignore[arg-type]
     assert [r.config for r in tuner.compile_results] == ([free] if switch else [racy, free])
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (({"XBLOCK": 8, "R0_BLOCK": 4}, 2), ({"XBLOCK": 8, "R0_BLOCK": 4}, 1)),
+    (({"XBLOCK": 32, "R0_BLOCK": 4}, 8), ({"XBLOCK": 32, "R0_BLOCK": 4}, 4)),
+    (({"XBLOCK": 2, "R0_BLOCK": 4}, 2), ({"XBLOCK": 2, "R0_BLOCK": 16}, 1)),  # one warp, reduction block grown
+    (({"XBLOCK": 4}, 4), ({"XBLOCK": 32}, 1)),
+    (({"XBLOCK": 32, "R0_BLOCK": 4}, 2), None),  # its tile already covers its threads
+    (({"num_elements": 4}, 4), None),  # no block sizes to change
+])
+def test_the_race_free_variant_covers_its_threads(before: tuple[dict[str, int], int],
+                                                  after: tuple[dict[str, int], int] | None) -> None:
+    triton = pytest.importorskip("triton")
+    from grace.layout_race import race_free_variant
+
+    config = triton.Config(before[0], num_warps=before[1], num_stages=1)
+    variant = race_free_variant(config)
+    if after is None:
+        assert variant is None
+        return
+    assert (variant.kwargs, variant.num_warps, variant.num_stages) == (after[0], after[1], 1)
+    assert (config.kwargs, config.num_warps) == before  # the original is left as it was
+
+
+def _probe_kernel() -> object:
+    """The in-place reduction as Inductor generates it (scripts/probes/inplace_reduction_race.py)."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "scripts" / "probes" / "inplace_reduction_race.py"
+    spec = importlib.util.spec_from_file_location("inplace_reduction_race", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_where_every_configuration_races_the_worker_autotunes_among_compiled_race_free_variants(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Inductor's own patched ``_precompile_worker`` over configurations that all race, compiled by
+    the pinned Triton for sm_90 (no GPU needed): the variants compiled in their place are read
+    race-free from their own TTGIR."""
+    pytest.importorskip("triton")
+    if not _overlay_has_the_hook():
+        pytest.skip("GraCE's overlay with patches/pi/0003 is not active here (run `make setup`)")
+    import grace.config
+    from grace.layout_race import find_layout_races, note_compiled
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    probe = _probe_kernel()
+    compiled: dict[tuple[int, int, int], str] = {}
+
+    class Tuner(_Autotuner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.compile_results: list[_Result] = []
+            self.launchers: list[object] = []
+            self.configs = [_config(8, 2), _config(32, 8)]
+
+        def _precompile_config(self, cfg: object) -> _Result:
+            key = (cfg.kwargs["XBLOCK"], cfg.kwargs["R0_BLOCK"], cfg.num_warps)  # type: ignore[attr-defined]
+            binary = probe.compile_for_sm90(*key)  # type: ignore[attr-defined]
+            compiled[key] = binary.asm["ttgir"]
+            note_compiled(self, cfg, binary)
+            return _Result(cfg)
+
+    tuner = Tuner()
+    with grace.config.patch(race_free_kernels=True), caplog.at_level("INFO", logger="grace.layout_race"):
+        CachingAutotuner._precompile_worker(tuner)  # type: ignore[arg-type]
+    kept = [(r.config.kwargs["XBLOCK"], r.config.kwargs["R0_BLOCK"], r.config.num_warps)  # type: ignore[attr-defined]
+            for r in tuner.compile_results]
+    assert kept == [(8, 4, 1), (32, 4, 4)]
+    assert all(find_layout_races(compiled[key]) == [] for key in kept)
+    assert all(find_layout_races(compiled[key]) for key in [(8, 4, 2), (32, 4, 8)])
+    assert "autotuning among variants that do not instead" in caplog.text

@@ -28,6 +28,7 @@ class _Node:
         self.outputs_weakrefs: list[Any] = []
         self.unaliased_in_all_paths = [True] * outputs
         self.stack_traces = [f"line {i}" for i in range(outputs)]
+        self.tensor_weakrefs: list[Any] = [None] * outputs  # outputs of the recording: none held
         node_ref = weakref.ref(self)
         for i in range(outputs):
             out = cached_output(16)
@@ -81,6 +82,44 @@ def test_an_output_held_through_a_view_makes_its_node_give_up_its_cache() -> Non
     assert node.cached_tensor_outputs == [], "the next replay must not hand out the memory the view reads"
     guard.call_ends()
     view.data_ptr()  # views are not marked, as stock does not mark views of a warm-up's outputs
+
+
+def test_held_outputs_of_a_recording_raise_where_a_replayed_path_below_it_ends() -> None:
+    """A node recorded in this generation, then a replay below it: the path ends as a replayed
+    one, where stock marks nothing; the recording's held output raises after the call."""
+    from torch.utils.weak import TensorWeakRef
+
+    node, guard = _Node(1), _guard()
+    recorded, dropped = torch.ones(4), torch.ones(4)
+    node.tensor_weakrefs = [TensorWeakRef(recorded)]
+    guard.path_ends(node)
+    assert node.tensor_weakrefs == [None], "noted once"
+    recorded.data_ptr()
+    guard.call_ends()
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run.*line 0"):
+        recorded.data_ptr()
+    node.tensor_weakrefs = [TensorWeakRef(dropped)]
+    del dropped
+    guard.path_ends(node)
+    guard.call_ends()  # a recording's output nobody holds is nothing to invalidate
+    for t in node.cached_tensor_outputs:
+        torch._C._remove_cached_tensor(t)
+
+
+def test_cached_outputs_dropped_for_an_allocator_restore_raise_where_the_path_ends() -> None:
+    """The tree drops the path's caches before a warm-up or recording below it; a held output
+    then is no cached output of its node where the path ends, and still raises after."""
+    node, guard = _Node(2), _guard()
+    y = node.cached_tensor_outputs[1]
+    guard.caches_dropped(node)
+    node.remove_node_cached_tensors()  # as apply_checkpoint_execution_state_in_allocator does
+    guard.call_ends()
+    y.data_ptr()  # the path goes on: still readable
+    guard.path_ends(node)
+    y.data_ptr()
+    guard.call_ends()
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run.*line 1"):
+        y.data_ptr()
 
 
 def test_the_guard_exists_only_with_its_switch_and_a_hardened_tree() -> None:
