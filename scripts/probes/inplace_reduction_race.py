@@ -14,6 +14,7 @@ and counts launches whose column sums are wrong; a configuration with one load i
 
     python scripts/probes/inplace_reduction_race.py [--launches 20000]
     python scripts/probes/inplace_reduction_race.py --ptx   # on the CPU: loads and stores per configuration
+    python scripts/probes/inplace_reduction_race.py --ptx --configs "8,4,1 2,16,1"   # others
 
 The real program without the in-place reuse (expected right if this is the cause):
 
@@ -126,16 +127,19 @@ def global_accesses(xblock: int, rblock: int, warps: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=20000)
+    parser.add_argument("--configs", default="",
+                        help="XBLOCK,R0_BLOCK,warps triples separated by spaces (default: Inductor's four)")
     parser.add_argument("--ptx", action="store_true",
                         help="compile each configuration for sm_90 and count its global accesses (no GPU needed)")
     args = parser.parse_args()
+    configs = [tuple(int(v) for v in c.split(",")) for c in args.configs.split()] or CONFIGS
     if args.ptx:
-        for config in CONFIGS:
+        for config in configs:
             print(json.dumps(global_accesses(*config)), flush=True)
         return
     if not torch.cuda.is_available():
         raise SystemExit("inplace_reduction_race: needs a CUDA GPU")
-    for config in CONFIGS:
+    for config in configs:
         print(json.dumps(count_wrong(*config, launches=args.launches)), flush=True)
 
 
