@@ -73,11 +73,11 @@ lean_replay: bool = Config(default=False, env_name_default="GRACE_LEAN_REPLAY")
 # stock (grace.stale_outputs); stock lets it read what the next graph wrote there, silently.
 stale_outputs_raise: bool = Config(default=True, env_name_default="GRACE_STALE_OUTPUTS_RAISE")
 
-# Inductor's autotuning leaves out each Triton configuration whose compiled kernel loads a
-# pointer it also stores in another layout, where a configuration without that shape remains
-# (grace.layout_race): Triton 3.6 compiles some in-place reductions so that a thread can read
-# what another has already stored. Compile workers read it from the environment. Leaving a
-# configuration out can cost speed, never correctness.
+# Inductor autotunes each Triton kernel only among configurations whose compiled form does not
+# load a pointer it also stores in another layout, or, where every one does, among race-free
+# variants of them (grace.layout_race): Triton 3.6 compiles some small in-place reductions so
+# that a thread reads back what another has already stored. Compile workers read it from the
+# environment. It can cost a kernel its fastest configuration, never a right one.
 race_free_kernels: bool = Config(default=True, env_name_default="GRACE_RACE_FREE_KERNELS")
 
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved

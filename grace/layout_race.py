@@ -35,7 +35,7 @@ threads would hold copies anyway. A configuration whose tile has at least as man
 threads keeps one load: the variant halves ``num_warps`` until the tile covers the threads, and
 at one warp doubles the reduction block (or ``XBLOCK``) until it does. Inductor's kernels mask
 every block size and compute their grid from the configuration, so any such variant computes the
-same result. The variant is compiled and read like the others and kept only if found race-free;
+same values, up to the order of a reduction's additions. The variant is compiled and read like the others and kept only if found race-free;
 otherwise every configuration stays, as in stock, and a warning says so.
 """
 

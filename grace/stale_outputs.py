@@ -86,9 +86,12 @@ class StaleOutputGuard:
                     near.remove_node_cached_tensors()
             recorded = near.tensor_weakrefs
             for i in range(len(recorded)):
-                if recorded[i] is not None and recorded[i]() is not None:
-                    pending.append((recorded[i], traces[i] if traces else None))
-                    recorded[i] = None  # noted once; stock's own invalidation skips it too
+                if recorded[i] is not None:
+                    # noted once, or dead for good: either way a None from here on, which stock's
+                    # own invalidation skips as it skips a dead one
+                    if recorded[i]() is not None:
+                        pending.append((recorded[i], traces[i] if traces else None))
+                    recorded[i] = None
         if self._dropped:
             pending.extend(self._dropped)
             self._dropped = []
