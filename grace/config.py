@@ -65,7 +65,7 @@ scg_pi_strategies: str = Config(default="", env_name_default="GRACE_SCG_PI_STRAT
 # Lean replay: a call that replays a recorded graph is dispatched by the tree in one pass with
 # every test the tree makes before a replay (grace.lean.dispatch), instead of the full _run, which
 # runs twice for the first graph of each call. Off by default until PyTorch's CUDA graph trees
-# tests and the differential test have run with it on the GPU.
+# tests have run with it under each configuration (so far alone and with every other switch).
 lean_replay: bool = Config(default=False, env_name_default="GRACE_LEAN_REPLAY")
 
 # With any switch on: an output of a replayed CUDA graph that the user still holds when a new
