@@ -24,7 +24,11 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    recording's outputs only where the path ends at the recording), and the cached outputs the
    tree dropped from the path for an allocator restore before a warm-up or a recording below it
    (``apply_checkpoint_execution_state_in_allocator``, noted as it drops them:
-   :meth:`StaleOutputGuard.caches_dropped`).
+   :meth:`StaleOutputGuard.caches_dropped`), and the outputs a replay hands out that its node
+   does not cache (:meth:`StaleOutputGuard.replayed`): an output that aliases an earlier graph's,
+   or one that a recording below its node returned again (``_mark_prior_graph_output_as_aliased``
+   stops its node caching it for good), is a new tensor on every replay, which neither the node
+   nor stock keeps a reference to.
 2. When the call that ended the path returns (``CUDAGraphTreeManager.run``), each noted output
    still alive gets the tree's overwritten-output message, as stock marks a warm-up's outputs:
    the tensor handed out raises on its next read (a view the user made of it does not, as in
@@ -46,12 +50,30 @@ from typing import Any, Optional
 class StaleOutputGuard:
     """``CUDAGraphTreeManager.grace_stale_outputs``: held outputs of ended paths, to invalidate."""
 
-    __slots__ = ("_dropped", "_message", "_pending")
+    __slots__ = ("_dropped", "_message", "_pending", "_uncached")
 
     def __init__(self, message: Callable[[Optional[str]], str]) -> None:
         self._message = message  # the tree's overwritten-output message for a stack trace
         self._pending: list[tuple[Any, Optional[str]]] = []  # (weak reference, stack trace)
-        self._dropped: list[tuple[Any, Optional[str]]] = []  # held when the path's caches were dropped
+        self._dropped: list[tuple[Any, Optional[str]]] = []  # held when the path's caches were dropped,
+        # and uncached outputs handed out by replays on the path
+        self._uncached: dict[int, tuple[int, ...]] = {}  # id(node) -> its uncached pool outputs, per cache
+
+    def replayed(self, node: Any, outputs: Any) -> None:
+        """After a replay of ``node``: the outputs it handed out that it does not cache, noted for
+        when the path ends. Which outputs those are is fixed while the node's cache stands (an
+        output stops being cached only at a recording below it, after the tree dropped the
+        caches), so it is read once per cache: the common case is one lookup and an empty tuple."""
+        uncached = self._uncached.get(id(node))
+        if uncached is None:
+            uncached = self._uncached[id(node)] = tuple(
+                i for i, (cached, ref) in enumerate(zip(node.cached_tensor_outputs, node.outputs_weakrefs))
+                if cached is None and ref is not None)
+        if uncached:
+            from torch.utils.weak import TensorWeakRef
+
+            traces = node.stack_traces
+            self._dropped.extend((TensorWeakRef(outputs[i]), traces[i] if traces else None) for i in uncached)
 
     def caches_dropped(self, node: Any) -> None:
         """Before the tree drops the cached outputs of the path ending at ``node`` for an allocator
@@ -60,6 +82,7 @@ class StaleOutputGuard:
         from torch.utils.weak import TensorWeakRef
 
         for near in node._path_from_root:
+            self._uncached.pop(id(near), None)
             cached = near.cached_tensor_outputs
             if cached:
                 traces = near.stack_traces or [None] * len(cached)
@@ -84,6 +107,7 @@ class StaleOutputGuard:
                 if live:
                     pending.extend((TensorWeakRef(cached[i]), traces[i] if traces else None) for i in live)
                     near.remove_node_cached_tensors()
+                    self._uncached.pop(id(near), None)
             recorded = near.tensor_weakrefs
             for i in range(len(recorded)):
                 if recorded[i] is not None:

@@ -122,6 +122,32 @@ def test_cached_outputs_dropped_for_an_allocator_restore_raise_where_the_path_en
         y.data_ptr()
 
 
+def test_outputs_a_replay_hands_out_uncached_raise_where_the_path_ends() -> None:
+    """An output its node does not cache (one a recording below returned again) is a new tensor
+    on every replay: each one the user holds raises after the path ends; cached ones are left to
+    the path's own rule, and an output nobody holds costs nothing."""
+    from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
+
+    node, guard = _Node(2), _guard()
+    node.remove_node_cached_tensors()
+    kept = cached_output(16)
+    node.cached_tensor_outputs[:] = [kept, None]  # output 1 no longer cached, as the tree rebuilds it
+    first, second = torch.ones(4), torch.ones(4)  # two replays' new tensors for output 1
+    node.outputs_weakrefs[1] = StorageWeakRefWrapper(second)
+    guard.replayed(node, [kept, first])
+    guard.replayed(node, [kept, second])
+    guard.call_ends()
+    first.data_ptr(), second.data_ptr()  # the path goes on: still readable
+    guard.path_ends(node)  # output 0 of the first cache is not held: the node keeps its cache
+    assert node.cached_tensor_outputs[0] is kept
+    guard.call_ends()
+    for t in (first, second):
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run.*line 1"):
+            t.data_ptr()
+    kept.data_ptr()
+    torch._C._remove_cached_tensor(kept)
+
+
 def test_the_guard_exists_only_with_its_switch_and_a_hardened_tree() -> None:
     import grace.config
     from grace.stale_outputs import StaleOutputGuard, stale_output_guard
