@@ -281,3 +281,21 @@ def test_where_every_configuration_races_the_worker_autotunes_among_compiled_rac
     assert all(find_layout_races(compiled[key]) == [] for key in kept)
     assert all(find_layout_races(compiled[key]) for key in [(8, 4, 2), (32, 4, 8)])
     assert "autotuning among variants that do not instead" in caplog.text
+
+
+def test_a_variant_that_fails_to_compile_is_left_out_and_the_kernel_keeps_its_configurations(
+        caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("triton")
+    from grace.layout_race import keep_race_free, note_compiled
+
+    class Tuner(_Autotuner):
+        def _precompile_config(self, cfg: object) -> _Result:
+            raise RuntimeError("no such configuration")
+
+    racy = _config(8, 2)
+    tuner = Tuner()
+    note_compiled(tuner, racy, _Binary((FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()))
+    results = [_Result(racy)]
+    with caplog.at_level("INFO", logger="grace.layout_race"):
+        assert keep_race_free(tuner, results) == results
+    assert "did not compile (RuntimeError: no such configuration)" in caplog.text
