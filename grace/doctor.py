@@ -77,6 +77,11 @@ def report() -> tuple[list[str], bool]:
         on = [s for s in SWITCHES if getattr(config, s)]
         off = [s for s in SWITCHES if not getattr(config, s)]
         lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")
+        from grace.trees import hardened
+
+        guard = "on" if config.stale_outputs_raise and hardened() else "off"
+        kernels = "on" if config.race_free_kernels else "off"
+        lines.append(f"safety     stale-output guard {guard}; race-free kernel configurations {kernels}")
         from grace.pi.plan import PRELUDE, STRATEGIES
         from grace.pi.table import WRITES
 

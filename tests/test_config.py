@@ -35,6 +35,16 @@ def test_lean_replay_is_off_until_the_environment_turns_it_on() -> None:
         assert proc.stdout.strip() == expected, proc.stderr
 
 
+def test_the_stale_output_guard_and_race_free_kernels_are_on_until_the_environment_turns_them_off() -> None:
+    code = "import grace.config as c; print(c.stale_outputs_raise, c.race_free_kernels)"
+    for env, expected in (({}, "True True"), ({"GRACE_STALE_OUTPUTS_RAISE": "0", "GRACE_RACE_FREE_KERNELS": "0"},
+                                                  "False False")):
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                              env={**clean, **env}, timeout=120)
+        assert proc.stdout.strip() == expected, proc.stderr
+
+
 @pytest.mark.parametrize("name", ["cgct", "pi", "scg"])
 def test_environment_turns_one_switch_off(name: str) -> None:
     switches = _switches(**{f"GRACE_{name.upper()}": "0"})
