@@ -14,21 +14,23 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
 
 :class:`StaleOutputGuard` keeps the promise for replayed paths:
 
-1. Where a path ends (``clear_current_path_state_and_set_to_none``), each node on it that has a
-   cached output the user still holds (the tree's own liveness test says live) gives up its
-   cached outputs (``remove_node_cached_tensors``, as the tree does before an allocator restore;
-   its next replay makes new ones over the same memory, in new storages). The held outputs are
-   noted by weak reference, and so are those still held of the two kinds of output stock does
-   not invalidate where a replayed path ends: a node's outputs from its recording (a recording
-   followed by a replay below it in one generation ends as a replayed path, and stock marks a
-   recording's outputs only where the path ends at the recording), and the cached outputs the
-   tree dropped from the path for an allocator restore before a warm-up or a recording below it
-   (``apply_checkpoint_execution_state_in_allocator``, noted as it drops them:
-   :meth:`StaleOutputGuard.caches_dropped`), and the outputs a replay hands out that its node
-   does not cache (:meth:`StaleOutputGuard.replayed`): an output that aliases an earlier graph's,
-   or one that a recording below its node returned again (``_mark_prior_graph_output_as_aliased``
-   stops its node caching it for good), is a new tensor on every replay, which neither the node
-   nor stock keeps a reference to.
+1. Where a path ends (``clear_current_path_state_and_set_to_none``), every output the path
+   handed out that the user still holds is noted by weak reference. Four kinds, stock marking
+   none of them where a replayed path ends:
+
+   - a node's cached outputs (the tree's own liveness test says held); the node gives up its
+     cache (``remove_node_cached_tensors``, as the tree does before an allocator restore; its
+     next replay makes new ones over the same memory, in new storages);
+   - a node's outputs from its recording (a recording followed by a replay below it in one
+     generation ends as a replayed path; stock marks a recording's outputs only where the path
+     ends at the recording);
+   - cached outputs the tree dropped from the path for an allocator restore before a warm-up or
+     a recording below it (``apply_checkpoint_execution_state_in_allocator``), noted as they are
+     dropped (:meth:`StaleOutputGuard.caches_dropped`);
+   - outputs a replay handed out that its node does not cache (:meth:`StaleOutputGuard.replayed`):
+     an output aliasing an earlier graph's, or one a recording below its node returned again
+     (``_mark_prior_graph_output_as_aliased`` stops the node caching it for good), is a new
+     tensor on every replay that neither the node nor stock keeps.
 2. When the call that ended the path returns (``CUDAGraphTreeManager.run``), each noted output
    still alive gets the tree's overwritten-output message, as stock marks a warm-up's outputs:
    the tensor handed out raises on its next read (a view the user made of it does not, as in
@@ -36,7 +38,8 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes), and only a later read
    raises.
 3. Outputs nobody holds cost nothing; a node gives up its cache only where one of its outputs is
-   held at a generation's end, and the next replay of that node pays for new cached tensors.
+   held at a generation's end, and the next replay of that node pays for new cached tensors. A
+   replay of a node with no uncached output pays one dictionary lookup.
 4. On only with :func:`grace.trees.hardened` and ``grace.config.stale_outputs_raise``, as the
    tree is made; otherwise the manager's guard is None and the tree is stock's.
 """
