@@ -53,13 +53,14 @@ from typing import Any, Optional
 class StaleOutputGuard:
     """``CUDAGraphTreeManager.grace_stale_outputs``: held outputs of ended paths, to invalidate."""
 
-    __slots__ = ("_dropped", "_message", "_pending", "_uncached")
+    __slots__ = ("_message", "_path_held", "_pending", "_uncached")
 
     def __init__(self, message: Callable[[Optional[str]], str]) -> None:
         self._message = message  # the tree's overwritten-output message for a stack trace
         self._pending: list[tuple[Any, Optional[str]]] = []  # (weak reference, stack trace)
-        self._dropped: list[tuple[Any, Optional[str]]] = []  # held when the path's caches were dropped,
-        # and uncached outputs handed out by replays on the path
+        # outputs of the executing path noted before it ends: cached ones dropped for an allocator
+        # restore, and uncached ones its replays handed out
+        self._path_held: list[tuple[Any, Optional[str]]] = []
         self._uncached: dict[int, tuple[int, ...]] = {}  # id(node) -> its uncached pool outputs, per cache
 
     def replayed(self, node: Any, outputs: Any) -> None:
@@ -76,41 +77,27 @@ class StaleOutputGuard:
             from torch.utils.weak import TensorWeakRef
 
             traces = node.stack_traces
-            self._dropped.extend((TensorWeakRef(outputs[i]), traces[i] if traces else None) for i in uncached)
+            self._path_held.extend((TensorWeakRef(outputs[i]), traces[i] if traces else None) for i in uncached)
 
     def caches_dropped(self, node: Any) -> None:
         """Before the tree drops the cached outputs of the path ending at ``node`` for an allocator
         restore (the path goes on below it): the held ones are noted for when the path ends."""
-        from torch._inductor.cudagraph_trees import is_live
-        from torch.utils.weak import TensorWeakRef
-
         for near in node._path_from_root:
             self._uncached.pop(id(near), None)
-            cached = near.cached_tensor_outputs
-            if cached:
-                traces = near.stack_traces or [None] * len(cached)
-                self._dropped.extend((TensorWeakRef(cached[i]), traces[i]) for i in range(len(cached))
-                                     if cached[i] is not None and is_live(near.outputs_weakrefs[i]))
+            self._path_held.extend(_held_cached_outputs(near))
 
     def path_ends(self, node: Any) -> None:
         """Before the tree drops the path ending at ``node``: held cached outputs leave their
         nodes' caches and are noted, with held outputs of the nodes' recordings and those noted
-        as their caches were dropped (invariant 1)."""
-        from torch._inductor.cudagraph_trees import is_live
-        from torch.utils.weak import TensorWeakRef
-
+        on the path before (invariant 1)."""
         pending = self._pending
         for near in node._path_from_root:
+            held = _held_cached_outputs(near)
+            if held:
+                pending.extend(held)
+                near.remove_node_cached_tensors()
+                self._uncached.pop(id(near), None)
             traces = near.stack_traces
-            cached = near.cached_tensor_outputs
-            if cached:
-                # no reference to an output while its liveness is tested: the test counts them
-                live = [i for i in range(len(cached))
-                        if cached[i] is not None and is_live(near.outputs_weakrefs[i])]
-                if live:
-                    pending.extend((TensorWeakRef(cached[i]), traces[i] if traces else None) for i in live)
-                    near.remove_node_cached_tensors()
-                    self._uncached.pop(id(near), None)
             recorded = near.tensor_weakrefs
             for i in range(len(recorded)):
                 if recorded[i] is not None:
@@ -119,9 +106,9 @@ class StaleOutputGuard:
                     if recorded[i]() is not None:
                         pending.append((recorded[i], traces[i] if traces else None))
                     recorded[i] = None
-        if self._dropped:
-            pending.extend(self._dropped)
-            self._dropped = []
+        if self._path_held:
+            pending.extend(self._path_held)
+            self._path_held = []
 
     def call_ends(self) -> None:
         """When the call returns: the noted outputs still alive raise on their next read
@@ -135,6 +122,21 @@ class StaleOutputGuard:
             tensor = ref()
             if tensor is not None:
                 torch._C._set_storage_access_error_msg(tensor, self._message(trace))
+
+
+def _held_cached_outputs(node: Any) -> list[tuple[Any, Optional[str]]]:
+    """(weak reference, stack trace) of each cached output of ``node`` the user still holds, by
+    the tree's own liveness test; no reference to an output is taken while it is tested (the test
+    counts them)."""
+    cached = node.cached_tensor_outputs
+    if not cached:
+        return []
+    from torch._inductor.cudagraph_trees import is_live
+    from torch.utils.weak import TensorWeakRef
+
+    live = [i for i in range(len(cached)) if cached[i] is not None and is_live(node.outputs_weakrefs[i])]
+    traces = node.stack_traces
+    return [(TensorWeakRef(cached[i]), traces[i] if traces else None) for i in live]
 
 
 def stale_output_guard(message: Callable[[Optional[str]], str]) -> Optional[StaleOutputGuard]:
