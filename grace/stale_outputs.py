@@ -18,9 +18,10 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    handed out that the user still holds is noted by weak reference. Four kinds, stock marking
    none of them where a replayed path ends:
 
-   - a node's cached outputs (the tree's own liveness test says held); the node gives up its
-     cache (``remove_node_cached_tensors``, as the tree does before an allocator restore; its
-     next replay makes new ones over the same memory, in new storages);
+   - a node's cached outputs (the tree's own liveness test says held); the node swaps a new
+     tensor into the held one's place in its cache (:func:`_swap_cached_output`: the same
+     storage and version counter, a new ``TensorImpl``), so that the next replay hands out a
+     tensor no user holds, as stock's first replay does;
    - a node's outputs from its recording (a recording followed by a replay below it in one
      generation ends as a replayed path; stock marks a recording's outputs only where the path
      ends at the recording);
@@ -37,8 +38,10 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    stock). The call itself reads them as its inputs first (``x = f(x)`` after
    ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes), and only a later read
    raises.
-3. Outputs nobody holds cost nothing; a node gives up its cache only where one of its outputs is
-   held at a generation's end, and the next replay of that node pays for new cached tensors. A
+3. Outputs nobody holds cost nothing. An output held at a generation's end, as in any loop
+   ``out = f(x)`` (the last ``out`` is alive during the call), costs one ``detach`` and the
+   cached-tensor registry's update where the path ends, and its marking when the call returns;
+   the node's other cached outputs, its storages and weak references stay as they are. A
    replay of a node with no uncached output pays one dictionary lookup.
 4. On only with :func:`grace.trees.hardened` and ``grace.config.stale_outputs_raise``, as the
    tree is made; otherwise the manager's guard is None and the tree is stock's.
@@ -48,6 +51,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Optional
+
+import torch
+from torch.utils.weak import TensorWeakRef
 
 
 class StaleOutputGuard:
@@ -74,8 +80,6 @@ class StaleOutputGuard:
                 i for i, (cached, ref) in enumerate(zip(node.cached_tensor_outputs, node.outputs_weakrefs))
                 if cached is None and ref is not None)
         if uncached:
-            from torch.utils.weak import TensorWeakRef
-
             traces = node.stack_traces
             self._path_held.extend((TensorWeakRef(outputs[i]), traces[i] if traces else None) for i in uncached)
 
@@ -92,11 +96,12 @@ class StaleOutputGuard:
         on the path before (invariant 1)."""
         pending = self._pending
         for near in node._path_from_root:
-            held = _held_cached_outputs(near)
-            if held:
-                pending.extend(held)
-                near.remove_node_cached_tensors()
-                self._uncached.pop(id(near), None)
+            cached = near.cached_tensor_outputs
+            if cached:
+                traces = near.stack_traces
+                for i in _held_indices(near):
+                    pending.append((TensorWeakRef(cached[i]), traces[i] if traces else None))
+                    cached[i] = _swap_cached_output(cached[i])
             traces = near.stack_traces
             recorded = near.tensor_weakrefs
             for i in range(len(recorded)):
@@ -115,8 +120,6 @@ class StaleOutputGuard:
         (invariant 2). Nothing noted, the common case, is one test."""
         if not self._pending:
             return
-        import torch
-
         pending, self._pending = self._pending, []
         for ref, trace in pending:
             tensor = ref()
@@ -124,19 +127,37 @@ class StaleOutputGuard:
                 torch._C._set_storage_access_error_msg(tensor, self._message(trace))
 
 
+def _held_indices(node: Any) -> list[int]:
+    """Indices of the cached outputs of ``node`` the user still holds, by the tree's own liveness
+    test; no reference to an output is taken while it is tested (the test counts them)."""
+    from torch._inductor.cudagraph_trees import is_live
+
+    cached, refs = node.cached_tensor_outputs, node.outputs_weakrefs
+    return [i for i in range(len(cached)) if cached[i] is not None and is_live(refs[i])]
+
+
 def _held_cached_outputs(node: Any) -> list[tuple[Any, Optional[str]]]:
-    """(weak reference, stack trace) of each cached output of ``node`` the user still holds, by
-    the tree's own liveness test; no reference to an output is taken while it is tested (the test
-    counts them)."""
+    """(weak reference, stack trace) of each cached output of ``node`` the user still holds."""
     cached = node.cached_tensor_outputs
     if not cached:
         return []
-    from torch._inductor.cudagraph_trees import is_live
-    from torch.utils.weak import TensorWeakRef
-
-    live = [i for i in range(len(cached)) if cached[i] is not None and is_live(node.outputs_weakrefs[i])]
     traces = node.stack_traces
-    return [(TensorWeakRef(cached[i]), traces[i] if traces else None) for i in live]
+    return [(TensorWeakRef(cached[i]), traces[i] if traces else None) for i in _held_indices(node)]
+
+
+def _swap_cached_output(held: Any) -> Any:
+    """The tensor that takes a held cached output's place in its node's cache.
+
+    ``detach`` makes a new ``TensorImpl`` on the same storage, sharing the version counter, as
+    stock's handing out of the same tensor does: the node's weak reference to that storage, its
+    liveness test (which reads the cache by index, and whose use count at making matches: one
+    Python object and the cached-tensor registry) and the graph's memory are unchanged. The
+    held one leaves the registry; marking it later releases only its own reference to the
+    storage."""
+    fresh = held.detach()
+    torch._C._remove_cached_tensor(held)
+    torch._C._add_cached_tensor(fresh)
+    return fresh
 
 
 def stale_output_guard(message: Callable[[Optional[str]], str]) -> Optional[StaleOutputGuard]:

@@ -2,8 +2,8 @@
 
 A node's cached outputs are made on the CPU as ``CUDAGraphNode._initialize_cached_tensors``
 makes them, judged by the tree's own ``StorageWeakRefWrapper`` and ``check_refcount``, and
-given up with the tree's own ``CUDAGraphNode.remove_node_cached_tensors``. The GPU side is
-``scripts/probes/handoff_clobber.py``.
+given up with the tree's own ``CUDAGraphNode.remove_node_cached_tensors`` where the tree drops
+them. The GPU side is ``scripts/probes/handoff_clobber.py``.
 """
 
 from __future__ import annotations
@@ -54,14 +54,58 @@ def _guard() -> Any:
 
 
 def test_a_held_output_is_read_by_the_call_and_raises_after_it() -> None:
+    from torch._inductor.cudagraph_trees import is_live
+
     node, guard = _Node(2), _guard()
     y = node.cached_tensor_outputs[0]  # the user holds output 0; output 1 is dead
+    other = id(node.cached_tensor_outputs[1])
     guard.path_ends(node)
-    assert node.cached_tensor_outputs == [], "the node gave up its cache; its next replay makes new ones"
+    fresh = node.cached_tensor_outputs[0]
+    assert fresh is not y, "the next replay hands out a tensor the user does not hold"
+    assert id(node.cached_tensor_outputs[1]) == other, "an output nobody holds keeps its cached tensor"
+    assert fresh.untyped_storage().data_ptr() == y.untyped_storage().data_ptr(), "the graph's memory"
     y.data_ptr()  # the call that ended the path still reads it as its input
+    assert is_live(node.outputs_weakrefs[0]), "held until the call returns"
     guard.call_ends()
     with pytest.raises(RuntimeError, match="overwritten by a subsequent run.*line 0"):
         y.data_ptr()
+    fresh.data_ptr()
+    del fresh
+    assert not is_live(node.outputs_weakrefs[0]), "marked, the held one no longer holds the storage"
+    assert not is_live(node.outputs_weakrefs[1])
+    for t in node.cached_tensor_outputs:
+        torch._C._remove_cached_tensor(t)
+
+
+def test_a_loop_holding_the_last_output_swaps_one_tensor_per_call() -> None:
+    """``out = f(x)`` in a loop: the last ``out`` is alive during each call. Each path end swaps
+    that one output, the one before stops holding the storage, and the tree's liveness test
+    (stock's, then hardened) counts the new one dead as soon as the user lets it go."""
+    from grace.tree_liveness import CachedOutputLiveness
+    from torch._inductor.cudagraph_trees import is_live
+
+    node, guard = _Node(1), _guard()
+    ref = node.outputs_weakrefs[0]
+    ref.extra_ref_check = CachedOutputLiveness(ref.extra_ref_check, weakref.ref(node), 0,
+                                               node.cached_tensor_outputs[0]._use_count())
+    out = node.cached_tensor_outputs[0]
+    handed = [out]
+    for _ in range(3):
+        guard.path_ends(node)
+        guard.call_ends()
+        out = node.cached_tensor_outputs[0]  # the replay hands out the swapped-in tensor
+        handed.append(out)
+        assert is_live(ref)
+    assert len({id(t) for t in handed}) == 4
+    for old in handed[:-1]:
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+            old.data_ptr()
+    del out, handed, old
+    assert not is_live(ref), "only the tree holds the output: dead, by the hardened test too"
+    guard.path_ends(node)
+    guard.call_ends()
+    node.cached_tensor_outputs[0].data_ptr()
+    torch._C._remove_cached_tensor(node.cached_tensor_outputs[0])
 
 
 def test_a_path_nobody_holds_keeps_its_cache_and_nothing_is_invalidated() -> None:
@@ -75,13 +119,18 @@ def test_a_path_nobody_holds_keeps_its_cache_and_nothing_is_invalidated() -> Non
         torch._C._remove_cached_tensor(t)
 
 
-def test_an_output_held_through_a_view_makes_its_node_give_up_its_cache() -> None:
+def test_an_output_held_through_a_view_is_swapped_and_the_view_still_reads() -> None:
     node, guard = _Node(1), _guard()
-    view = node.cached_tensor_outputs[0].view(4, 4)
+    base = node.cached_tensor_outputs[0]
+    view = base.view(4, 4)
+    del base
     guard.path_ends(node)
-    assert node.cached_tensor_outputs == [], "the next replay must not hand out the memory the view reads"
+    assert view._base is not node.cached_tensor_outputs[0], "the next replay hands out a new tensor"
     guard.call_ends()
     view.data_ptr()  # views are not marked, as stock does not mark views of a warm-up's outputs
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        view._base.data_ptr()
+    torch._C._remove_cached_tensor(node.cached_tensor_outputs[0])
 
 
 def test_held_outputs_of_a_recording_raise_where_a_replayed_path_below_it_ends() -> None:
