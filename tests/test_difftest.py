@@ -10,6 +10,7 @@ Inductor and ``mode="reduce-overhead"`` (no CUDA graphs on the CPU).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import subprocess
@@ -123,8 +124,8 @@ def test_programs_agree_with_eager_on_cpu() -> None:
         assert result["calls"] == len(generate(seed).steps)
 
 
-def _run_with(program: Program, compile_fn: Any) -> dict[str, Any]:
-    run = execute.ProgramRun(program, "cpu", backend="eager")
+def _run_with(program: Program, compile_fn: Any, watch: Any = None) -> dict[str, Any]:
+    run = execute.ProgramRun(program, "cpu", backend="eager", watch=watch)
     run.compile_fn = compile_fn
     return run.run()
 
@@ -449,7 +450,7 @@ def test_run_through_subprocesses_with_inductor(tmp_path: Path) -> None:
 def test_parse_probes_names_all_and_refuses_unknown() -> None:
     from grace.difftest.probe import parse_probes
 
-    assert parse_probes("all") == ["gc", "liveness", "paths", "history", "trace", "checkpoint"], \
+    assert parse_probes("all") == ["gc", "liveness", "paths", "history", "trace", "checkpoint", "outputs"], \
         "all is every observing probe, no experiment"
     assert parse_probes("gc-off, liveness") == ["gc-off", "liveness"]
     with pytest.raises(ValueError, match="unknown probe"):
@@ -663,3 +664,56 @@ def test_backends_name_inductor_with_and_without_graphs() -> None:
     assert compile_options("inductor") == ("inductor", "reduce-overhead")
     assert compile_options(INDUCTOR_WITHOUT_GRAPHS) == ("inductor", None)
     assert compile_options("eager") == ("eager", None)
+
+
+def test_the_outputs_probe_tells_an_output_wrong_as_returned_from_one_written_after() -> None:
+    """A mismatch is either computed wrong or written after the call returned (a block the
+    allocator held free): the probe tells which, from a host copy made before eager ran."""
+    import io
+
+    from grace.difftest.probe import Probes
+
+    written_after: list[torch.Tensor] = []
+
+    def wrong(fn: Any) -> Any:
+        return lambda x: fn(x) + 1  # wrong as returned
+
+    def overwritten(fn: Any) -> Any:
+        def compiled(x: Any) -> Any:
+            out = fn(x)
+            written_after.append(out)
+            return out
+        return compiled
+
+    def eager_writes_it(case_eager: Any) -> Any:
+        def eager(x: Any) -> Any:
+            for t in written_after:
+                t.fill_(7)  # what an eager kernel writing into a block it was handed does
+            return case_eager(x)
+        return eager
+
+    out = io.StringIO()
+    probes = Probes(["outputs"], out=out)
+    result = _run_with(_pointwise_program(1), wrong, watch=probes.watch)
+    assert result["status"] == "mismatch"
+    assert "output 0 at 0x" in out.getvalue() and "unchanged since the call returned; as returned wrong" in out.getvalue()
+    assert "in no segment of the caching allocator" in out.getvalue(), "a CPU tensor"
+
+    out.truncate(0), out.seek(0)
+    probes = Probes(["outputs"], out=out)
+    run = execute.ProgramRun(_pointwise_program(1), "cpu", backend="eager", watch=probes.watch)
+    run.compile_fn = overwritten
+    case = run.case("pointwise")
+    run.cases["pointwise"] = dataclasses.replace(case, eager=eager_writes_it(case.eager))
+    assert run.run()["status"] == "mismatch"
+    assert "changed since the call returned; as returned right" in out.getvalue()
+
+
+def test_describe_block_names_the_allocator_block_under_an_address() -> None:
+    from grace.difftest.probe import describe_block
+
+    segments = [{"address": 0x1000, "total_size": 0x800, "segment_pool_id": (0, 3), "segment_type": "small",
+                 "blocks": [{"size": 0x200, "state": "active_allocated"}, {"size": 0x600, "state": "inactive"}]}]
+    assert describe_block(segments, 0x1300) == "pool (0, 3), segment 0x1000 (small), block 0x1200 1536 B inactive"
+    assert describe_block(segments, 0x1000).endswith("block 0x1000 512 B active_allocated")
+    assert describe_block(segments, 0x2000) == "in no segment of the caching allocator"

@@ -48,7 +48,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     one.add_argument("--seed", type=int, required=True)
     one.add_argument("--probe", default=None,
                      help="diagnose a failure: comma-separated tree probes (gc, liveness, paths, history, trace, "
-                          "checkpoint, gc-off) or all; "
+                          "checkpoint, outputs, gc-off) or all; "
                           "they print to stderr (grace.difftest.probe)")
     _program_options(one)
     _device_options(one)
@@ -86,13 +86,13 @@ def run_one(args: argparse.Namespace) -> int:
 
     program = generate(args.seed, parse_kinds(args.kinds), args.max_steps)
     print(program.describe(), file=sys.stderr, flush=True)
-    on_step = None
+    on_step, watch = None, None
     if args.probe:
         from grace.difftest.probe import Probes, parse_probes
 
         probes = Probes(parse_probes(args.probe)).install()
-        on_step = probes.step_marker  # each probe line follows the step it belongs to
-    result = run_program(program, args.device, args.backend, on_step)
+        on_step, watch = probes.step_marker, probes.watch  # each probe line follows the step it belongs to
+    result = run_program(program, args.device, args.backend, on_step, watch)
     print(json.dumps(result, sort_keys=True), flush=True)
     return 0
 

@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
@@ -39,6 +39,16 @@ LR = 0.05  # the training step's SGD update
 
 class Mismatch(Exception):
     """A compiled result not close to eager's."""
+
+
+class OutputWatcher(Protocol):
+    """Told of a step's compiled outputs as the call returns, and of a mismatch among them
+    (``grace.difftest.probe.OutputWatch``)."""
+
+    def returned(self, index: int, outputs: list[torch.Tensor]) -> None: ...
+
+    def mismatched(self, index: int, outputs: list[torch.Tensor], expected: list[torch.Tensor],
+                   tol: float) -> None: ...
 
 
 class EagerFailed(Exception):
@@ -341,9 +351,10 @@ class ProgramRun:
     """The state of one program's execution."""
 
     def __init__(self, program: Program, device: str, backend: str = "inductor",
-                 on_step: Callable[[int, Step], None] | None = None):
+                 on_step: Callable[[int, Step], None] | None = None, watch: OutputWatcher | None = None):
         self.program, self.device = program, device
         self.on_step = on_step  # told of each step before it runs (the probes' step markers)
+        self.watch = watch  # told of each step's compiled outputs, and of a mismatch (the outputs probe)
         backend, mode = compile_options(backend)
         self.compile_fn: Compile = lambda fn: torch.compile(fn, mode=mode, backend=backend)
         self.cases: dict[str, Case] = {}
@@ -416,13 +427,20 @@ class ProgramRun:
         self.calls += 1
         del args
         self.synchronize()  # an asynchronous fault of the compiled call surfaces here, not in eager
+        if self.watch is not None:
+            self.watch.returned(index, out_c)
         out_e = self.eager_call(case, self.eager_side.inputs(index, step, self.program, self.device))
         self.synchronize()
         tol = KINDS[step.kind].tolerance
         if len(out_c) != len(out_e):
             raise Mismatch(f"{len(out_c)} outputs, eager gave {len(out_e)}")
-        for j, (c, e) in enumerate(zip(out_c, out_e)):
-            compare(f"output {j}", c, e, tol)
+        try:
+            for j, (c, e) in enumerate(zip(out_c, out_e)):
+                compare(f"output {j}", c, e, tol)
+        except Mismatch:
+            if self.watch is not None:
+                self.watch.mismatched(index, out_c, out_e, tol)
+            raise
         for name, c, e in case.states():
             compare(name, c, e, tol)
         case.after()
@@ -478,7 +496,8 @@ def configure_torch() -> None:
 
 
 def run_program(program: Program, device: str, backend: str = "inductor",
-                on_step: Callable[[int, Step], None] | None = None) -> dict[str, Any]:
+                on_step: Callable[[int, Step], None] | None = None,
+                watch: OutputWatcher | None = None) -> dict[str, Any]:
     configure_torch()
     torch.manual_seed(program.seed)
-    return ProgramRun(program, device, backend, on_step).run()
+    return ProgramRun(program, device, backend, on_step, watch).run()

@@ -23,6 +23,10 @@ process only, print to stderr what the messages leave out:
 * ``checkpoint``: when the tree's checkpoint of the allocator state (before a recording that
   follows a replay) raises, each output the current path still counts as live: its node, its
   index, its address, and whether its storage is one a path ended before has freed.
+* ``outputs``: each step's compiled outputs are copied to the host as the call returns, before
+  eager runs; at a mismatch, for each output: whether it changed after the call returned (so
+  something wrote its memory since: a block the allocator holds free, a later kernel) or was
+  wrong as returned, and the caching allocator's block under its address (pool, state, size).
 * ``gc-off`` (an experiment, not an observation): the cyclic collector is off while a node is
   built and recorded, so that only reference counts decide what dies during a recording.
 
@@ -38,7 +42,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-PROBES = ("gc", "liveness", "paths", "history", "trace", "checkpoint", "gc-off")
+PROBES = ("gc", "liveness", "paths", "history", "trace", "checkpoint", "outputs", "gc-off")
 
 
 def parse_probes(text: str) -> list[str]:
@@ -97,6 +101,7 @@ class Probes:
         self.recording: str | None = None  # the node being recorded, for the gc probe
         self.collections_in_recording = 0
         self._restore: list[Callable[[], None]] = []
+        self.watch = OutputWatch(self.say) if "outputs" in self.names else None  # ProgramRun's watch
 
     def say(self, text: str) -> None:
         print(f"[probe] {text}", file=self.out, flush=True)
@@ -319,3 +324,45 @@ def _storage_ptr(obj: Any, torch: Any) -> int | None:
         return obj.untyped_storage().data_ptr() if obj.device.type == "cuda" else None
     except RuntimeError:
         return None
+
+
+class OutputWatch:
+    """The ``outputs`` probe: was a mismatching output wrong as the call returned it, or written
+    afterwards, and what the allocator holds under it."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self.copies: list[Any] = []  # host copies of the last step's compiled outputs
+
+    def returned(self, index: int, outputs: list[Any]) -> None:
+        # to the host, so that the copies allocate nothing on the device that eager could take
+        self.copies = [t.detach().to("cpu", copy=True) for t in outputs]
+
+    def mismatched(self, index: int, outputs: list[Any], expected: list[Any], tol: float) -> None:
+        import torch
+
+        segments = torch.cuda.memory_snapshot() if outputs and outputs[0].is_cuda else []
+        for j, (out, copy, want) in enumerate(zip(outputs, self.copies, expected)):
+            now = out.detach().cpu()
+            changed = not torch.equal(now.nan_to_num(), copy.nan_to_num())
+            right_then = torch.allclose(copy, want.detach().cpu(), rtol=tol, atol=tol, equal_nan=True)
+            self.say(f"step {index} output {j} at {out.data_ptr():#x} ({out.untyped_storage().nbytes()} B): "
+                     f"{'changed' if changed else 'unchanged'} since the call returned; as returned "
+                     f"{'right' if right_then else 'wrong'}; block: {describe_block(segments, out.data_ptr())}")
+
+
+def describe_block(segments: list[dict[str, Any]], address: int) -> str:
+    """The caching allocator's segment and block under ``address`` (``torch.cuda.memory_snapshot``)."""
+    for seg in segments:
+        start = seg["address"]
+        if not start <= address < start + seg["total_size"]:
+            continue
+        at = start
+        for block in seg["blocks"]:
+            begin = block.get("address", at)
+            if begin <= address < begin + block["size"]:
+                return (f"pool {seg.get('segment_pool_id')}, segment {start:#x} ({seg.get('segment_type')}), "
+                        f"block {begin:#x} {block['size']} B {block['state']}")
+            at = begin + block["size"]
+        return f"pool {seg.get('segment_pool_id')}, segment {start:#x}: no block covers it"
+    return "in no segment of the caching allocator"
