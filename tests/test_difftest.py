@@ -314,12 +314,12 @@ def test_summary_counts_and_columns(tmp_path: Path) -> None:
         reader = csv.DictReader(f)
         assert tuple(reader.fieldnames) == SUMMARY_COLUMNS == (
             "configuration", "programs", "calls", "ok", "mismatch", "error", "crash", "timeout", "stale_reads",
-            "worse_than_stock", "failed_past_stock")
+            "amplified", "worse_than_stock", "failed_past_stock")
         table = {row["configuration"]: row for row in reader}
     assert [r["configuration"] for r in rows] == ["stock", "cgct", "all"]
     assert table["stock"] == {"configuration": "stock", "programs": "3", "calls": "12", "ok": "2", "mismatch": "0",
-                              "error": "1", "crash": "0", "timeout": "0", "stale_reads": "0", "worse_than_stock": "",
-                              "failed_past_stock": ""}
+                              "error": "1", "crash": "0", "timeout": "0", "stale_reads": "0", "amplified": "0",
+                              "worse_than_stock": "", "failed_past_stock": ""}
     assert (table["cgct"]["crash"], table["cgct"]["timeout"], table["cgct"]["worse_than_stock"]) == ("1", "1", "2")
     assert (table["all"]["mismatch"], table["all"]["worse_than_stock"]) == ("1", "1")
     worse = {(r["seed"], r["configuration"]) for r in worse_than_stock(_records())}
@@ -717,3 +717,55 @@ def test_describe_block_names_the_allocator_block_under_an_address() -> None:
     assert describe_block(segments, 0x1300) == "pool (0, 3), segment 0x1000 (small), block 0x1200 1536 B inactive"
     assert describe_block(segments, 0x1000).endswith("block 0x1000 512 B active_allocated")
     assert describe_block(segments, 0x2000) == "in no segment of the caching allocator"
+
+
+def _huge_rows(seed: int) -> torch.Tensor:
+    """Rows of float32 values near 2e8, where one rounding step is 16: softmax of them is as
+    far from continuous in its input as it gets."""
+    g = torch.Generator().manual_seed(seed)
+    return 2.0e8 + 16.0 * torch.randint(0, 2, (4, 15), generator=g).float()
+
+
+def test_rounding_of_a_fed_back_input_that_softmax_amplifies_is_explained() -> None:
+    eager_in = _huge_rows(0)
+    fed = eager_in.clone()
+    fed[1, 3] += 16.0  # one rounding step: within 1e-3 of the value that produced it
+    out_c = list(execute.reduction(fed))
+    assert execute._difference(out_c[1], execute.reduction(eager_in)[1], 1e-4) is not None, "a mismatch"
+    again = execute.drift_reference(execute.reduction, [fed], [eager_in], out_c, 1e-4, 1e-3, "cpu")
+    assert again is not None and torch.equal(again[1], out_c[1]), "the reference on the compiled side's input"
+
+
+def test_a_wrong_output_or_a_wrong_input_is_not_explained_by_drift() -> None:
+    eager_in = _huge_rows(1)
+    fed = eager_in.clone()
+    fed[1, 3] += 16.0
+    wrong = list(execute.reduction(fed))
+    wrong[1] = wrong[1].roll(1, dims=-1)  # the kernel's fault, on the input it was given
+    assert execute.drift_reference(execute.reduction, [fed], [eager_in], wrong, 1e-4, 1e-3, "cpu") is None
+    stale = torch.zeros_like(eager_in)  # an input overwritten before the call: not rounding
+    assert execute.drift_reference(execute.reduction, [stale], [eager_in], list(execute.reduction(stale)),
+                                   1e-4, 1e-3, "cpu") is None
+
+
+def test_a_feedback_step_whose_mismatch_is_drift_goes_on_and_is_recorded() -> None:
+    program = Program(seed=5, kinds=["pointwise", "reduction"], width=15, channels=2, spatial=3, hidden=4)
+    program.steps = [programs.Step("pointwise", "fresh", 4, value_seed=0),
+                     programs.Step("reduction", "feedback", 4, value_seed=1, ref=0, hold=True),
+                     programs.Step("pointwise", "fresh", 4, value_seed=2, recheck=True)]
+
+    def compile_fn(fn: Any) -> Any:
+        if fn is execute.pointwise:  # huge values, one rounding step off eager's in one element
+            def compiled(x: Any) -> Any:
+                out = _huge_rows(2)
+                out[2, 7] += 16.0
+                return out
+            return compiled
+        return fn
+
+    run = execute.ProgramRun(program, "cpu", backend="eager")
+    run.compile_fn = compile_fn
+    run.cases["pointwise"] = execute.Case(compile_fn(execute.pointwise), lambda x: _huge_rows(2))
+    result = run.run()
+    assert result["status"] == "ok" and result["amplified"] == [1], result
+    assert result["stale"] == [], "its held output is rechecked against the reference on its own input"

@@ -49,7 +49,7 @@ STOCK_AGAIN = "stock-again"
 CONFIGURATIONS: dict[str, dict[str, str]] = {**upstream.CONFIGURATIONS, STOCK_AGAIN: upstream.CONFIGURATIONS[STOCK]}
 
 STATUSES = ("ok", "mismatch", "error", "crash", "timeout")
-SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "stale_reads", "worse_than_stock",
+SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "stale_reads", "amplified", "worse_than_stock",
                    "failed_past_stock")
 # How bad a status is, for judging a configuration against stock on the same program.
 _SEVERITY = {"ok": 0, "error": 1, "mismatch": 2, "crash": 3, "timeout": 3}
@@ -289,6 +289,7 @@ def summarize(records: list[dict[str, Any]], configs: list[str]) -> list[dict[st
                                "calls": sum(int(r.get("calls") or 0) for r in mine)}
         row.update({s: sum(r["status"] == s for r in mine) for s in STATUSES})
         row["stale_reads"] = sum(len(r.get("stale") or []) for r in mine)
+        row["amplified"] = sum(len(r.get("amplified") or []) for r in mine)  # drift, not a mismatch
         judged = have_stock and config != STOCK
         row["worse_than_stock"] = sum(r["configuration"] == config for r in worse) if judged else ""
         row["failed_past_stock"] = sum(r["configuration"] == config for r in past) if judged else ""
