@@ -1,0 +1,96 @@
+"""Host cost of the stale-output guard where a path ends, on the CPU: ``StaleOutputGuard.path_ends``
+and ``call_ends`` over a node of N cached outputs made as the tree makes them
+(``tests/tree_fakes.py``), judged by stock's liveness test or the hardened one, with the first
+output held (``out = f(x)`` in a loop: the last ``out`` is alive during the call) or none.
+Diagnostic: read, not reported as a speedup; the GPU's replay path is measured by
+``scripts/run_same_run_comparison.sh``.
+
+    python scripts/probes/guard_cost.py [--calls N] [--outputs 1,20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+import weakref
+from typing import Any
+
+from grace.paths import REPO_ROOT
+
+
+class _Node:
+    """What the guard reads of a ``CUDAGraphNode`` whose path is this node alone."""
+
+    def __init__(self, outputs: int, hardened: bool) -> None:
+        from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
+        from tree_fakes import cached_output, stock_check_refcount
+
+        from grace.tree_liveness import CachedOutputLiveness
+
+        self.cached_tensor_outputs: list[Any] = []
+        self.outputs_weakrefs: list[Any] = []
+        self.stack_traces = [None] * outputs
+        self.tensor_weakrefs: list[Any] = [None] * outputs
+        self.children: dict[Any, list[Any]] = {}
+        me = weakref.ref(self)
+        for i in range(outputs):
+            out = cached_output(16)
+            check: Any = stock_check_refcount(me, i)
+            if hardened:
+                check = CachedOutputLiveness(check, me, i, out._use_count())
+            self.outputs_weakrefs.append(StorageWeakRefWrapper(out, extra_ref_check=check))
+            self.cached_tensor_outputs.append(out)
+
+    @property
+    def _path_from_root(self) -> Any:
+        yield self
+
+    @property
+    def _path_to_root(self) -> Any:
+        yield self
+
+
+def time_path_ends(outputs: int, held: bool, hardened: bool, calls: int) -> float:
+    """Microseconds per path end (``path_ends`` then ``call_ends``)."""
+    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
+
+    from grace.stale_outputs import StaleOutputGuard
+
+    guard = StaleOutputGuard(CUDAGraphTreeManager.format_dealloc_msg)
+    node = _Node(outputs, hardened)
+    out = node.cached_tensor_outputs[0] if held else None
+    start = time.perf_counter()
+    for _ in range(calls):
+        guard.path_ends(node)
+        guard.call_ends()
+        if held:
+            out = node.cached_tensor_outputs[0]  # what the next replay hands out
+    elapsed = time.perf_counter() - start
+    del out
+    return elapsed / calls * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--outputs", default="1,20", help="comma-separated numbers of cached outputs")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO_ROOT / "tests"))  # tree_fakes
+    import torch
+
+    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}; "
+          f"median of {args.repeats} x {args.calls} path ends")
+    print(f"{'outputs':>7} {'held':>5} {'liveness':>9} {'us per path end':>16}")
+    for outputs in (int(n) for n in args.outputs.split(",")):
+        for held in (False, True):
+            for hardened in (False, True):
+                us = statistics.median(time_path_ends(outputs, held, hardened, args.calls) for _ in range(args.repeats))
+                print(f"{outputs:>7} {held!s:>5} {'hardened' if hardened else 'stock':>9} {us:>16.2f}")
+
+
+if __name__ == "__main__":
+    main()
