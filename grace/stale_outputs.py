@@ -49,11 +49,18 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, Optional
 
 import torch
 from torch.utils.weak import TensorWeakRef
+
+getrefcount = sys.getrefcount
+_storage_use_count = torch._C._storage_Use_Count
+# References to a cached output's storage that the tree itself holds: its Python storage object
+# and the cached tensor (StorageWeakRefWrapper.expired subtracts the same two).
+_TREE_STORAGE_REFS = 2
 
 
 class StaleOutputGuard:
@@ -91,19 +98,20 @@ class StaleOutputGuard:
             self._path_held.extend(_held_cached_outputs(near))
 
     def path_ends(self, node: Any) -> None:
-        """Before the tree drops the path ending at ``node``: held cached outputs leave their
-        nodes' caches and are noted, with held outputs of the nodes' recordings and those noted
-        on the path before (invariant 1)."""
+        """Before the tree drops the path ending at ``node``: held cached outputs are noted and
+        swapped out of their nodes' caches, and noted with them are held outputs of the nodes'
+        recordings and those noted on the path before (invariant 1)."""
         pending = self._pending
         for near in node._path_from_root:
+            traces = near.stack_traces
             cached = near.cached_tensor_outputs
             if cached:
-                traces = near.stack_traces
                 for i in _held_indices(near):
                     pending.append((TensorWeakRef(cached[i]), traces[i] if traces else None))
                     cached[i] = _swap_cached_output(cached[i])
-            traces = near.stack_traces
             recorded = near.tensor_weakrefs
+            if recorded.count(None) == len(recorded):
+                continue  # every recording output noted or dead already, as after a path's first end
             for i in range(len(recorded)):
                 if recorded[i] is not None:
                     # noted once, or dead for good: either way a None from here on, which stock's
@@ -129,11 +137,40 @@ class StaleOutputGuard:
 
 def _held_indices(node: Any) -> list[int]:
     """Indices of the cached outputs of ``node`` the user still holds, by the tree's own liveness
-    test; no reference to an output is taken while it is tested (the test counts them)."""
+    test.
+
+    That test (``is_live`` through the node's ``CachedOutputLiveness``) costs some microseconds
+    an output, paid on every output of the path wherever a path ends. Most outputs are dead, and
+    dead in the plainest way: their Python reference count, their ``TensorImpl``'s use count and
+    their storage's use count are each what the tree's own references make them. Such an
+    output is skipped after three counter reads; any count above that (a Python holder, a C++
+    holder such as autograd, a view) goes to the tree's test, which decides. The skip can only
+    call dead what the tree's test calls dead: the baselines are the ones it compares against
+    (``check_refcount``'s two or three, ``made_with``, and ``StorageWeakRefWrapper.expired``'s
+    two storage references). An output whose test is not the hardened one always gets the test.
+    """
     from torch._inductor.cudagraph_trees import is_live
 
+    from grace.tree_liveness import CachedOutputLiveness
+
     cached, refs = node.cached_tensor_outputs, node.outputs_weakrefs
-    return [i for i in range(len(cached)) if cached[i] is not None and is_live(refs[i])]
+    held = []
+    for i in range(len(cached)):
+        out = cached[i]
+        if out is None:
+            continue
+        ref = refs[i]
+        check = ref.extra_ref_check if ref is not None else None
+        if type(check) is CachedOutputLiveness:
+            uses = out._use_count()
+            # the list, ``out`` and getrefcount's argument; one more where C++ holds the PyObject
+            if (getrefcount(out) <= 3 + (uses > 1) and uses <= check.made_with
+                    and _storage_use_count(ref.ref.cdata) <= _TREE_STORAGE_REFS):
+                continue
+        del out
+        if is_live(ref):
+            held.append(i)
+    return held
 
 
 def _held_cached_outputs(node: Any) -> list[tuple[Any, Optional[str]]]:

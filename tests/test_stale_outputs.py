@@ -40,6 +40,12 @@ class _Node:
     def _path_from_root(self) -> Any:
         yield self
 
+    @property
+    def _path_to_root(self) -> Any:
+        yield self
+
+    children: dict[Any, list[Any]] = {}
+
     def remove_node_cached_tensors(self) -> None:
         from torch._inductor.cudagraph_trees import CUDAGraphNode
 
@@ -208,3 +214,29 @@ def test_the_guard_exists_only_with_its_switch_and_a_hardened_tree() -> None:
     for switches, expected in cases:
         with grace.config.patch(**switches):
             assert isinstance(stale_output_guard(str), StaleOutputGuard) is expected, switches
+
+
+def test_the_quick_skip_of_dead_outputs_agrees_with_the_trees_liveness_test() -> None:
+    """Where a path ends the guard skips outputs whose counts are the tree's own, and leaves the
+    rest to the tree's (hardened) test: a Python holder, a view, an autograd save and a tensor
+    on the same storage are held, an output nobody holds is not."""
+    from grace.stale_outputs import _held_indices
+    from grace.tree_liveness import CachedOutputLiveness
+    from torch._inductor.cudagraph_trees import is_live
+
+    node = _Node(5)
+    for i, ref in enumerate(node.outputs_weakrefs):
+        ref.extra_ref_check = CachedOutputLiveness(ref.extra_ref_check, weakref.ref(node), i,
+                                                   node.cached_tensor_outputs[i]._use_count())
+    assert _held_indices(node) == [] == [i for i in range(5) if is_live(node.outputs_weakrefs[i])]
+    python_holder = node.cached_tensor_outputs[0]
+    view = node.cached_tensor_outputs[1][2:]
+    w = torch.ones(16, requires_grad=True)
+    saved = w * node.cached_tensor_outputs[2]  # autograd saves output 2 for w's gradient, from C++
+    sharer = torch.empty(0).set_(node.cached_tensor_outputs[3].untyped_storage())  # its storage alone
+    assert _held_indices(node) == [0, 1, 2, 3]
+    assert [i for i in range(5) if is_live(node.outputs_weakrefs[i])] == [0, 1, 2, 3]
+    del python_holder, view, saved, sharer
+    assert _held_indices(node) == []
+    for t in node.cached_tensor_outputs:
+        torch._C._remove_cached_tensor(t)
