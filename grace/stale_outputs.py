@@ -38,11 +38,13 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    stock). The call itself reads them as its inputs first (``x = f(x)`` after
    ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes), and only a later read
    raises.
-3. Outputs nobody holds cost nothing. An output held at a generation's end, as in any loop
-   ``out = f(x)`` (the last ``out`` is alive during the call), costs one ``detach`` and the
-   cached-tensor registry's update where the path ends, and its marking when the call returns;
-   the node's other cached outputs, its storages and weak references stay as they are. A
-   replay of a node with no uncached output pays one dictionary lookup.
+3. Where a path ends, an output nobody holds costs three counter reads (:func:`_held_indices`);
+   the tree's own liveness test runs only where a count is above the tree's own references.
+   An output held at a generation's end, as in any loop ``out = f(x)`` (the last ``out`` is
+   alive during the call), costs that test, one ``detach`` and the cached-tensor registry's
+   update, and its marking when the call returns; the node's other cached outputs, its
+   storages and weak references stay as they are. A replay of a node with no uncached output
+   pays one dictionary lookup.
 4. On only with :func:`grace.trees.hardened` and ``grace.config.stale_outputs_raise``, as the
    tree is made; otherwise the manager's guard is None and the tree is stock's.
 """
