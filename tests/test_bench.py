@@ -580,3 +580,9 @@ def test_worker_options_are_declared_once_for_both_command_lines() -> None:
     assert set(options.FLAGS) == {f.name for f in __import__("dataclasses").fields(options.WorkerOptions)}
     with pytest.raises(ValueError, match="--inner must be at least 1"):
         options.WorkerOptions(inner=0)
+
+
+def test_the_no_guard_mode_turns_only_the_guard_off_and_grace_leaves_it_to_the_checkout() -> None:
+    grace, no_guard = MODES["grace"].env, MODES["grace-no-guard"].env
+    assert no_guard == {**grace, "GRACE_STALE_OUTPUTS_RAISE": "0"}
+    assert "GRACE_STALE_OUTPUTS_RAISE" not in grace, "grace@TREE keeps that checkout's default"

@@ -28,10 +28,16 @@ class Mode:
         return self.compile_mode == "reduce-overhead"
 
 
-def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx", lean: bool = False) -> dict[str, str]:
+def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx", lean: bool = False,
+           guard: bool = True) -> dict[str, str]:
     flag = {True: "1", False: "0"}
-    return {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
-            "GRACE_PI_STRATEGY": pi_strategy, "GRACE_LEAN_REPLAY": flag[lean]}
+    env = {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
+           "GRACE_PI_STRATEGY": pi_strategy, "GRACE_LEAN_REPLAY": flag[lean]}
+    if not guard:
+        # set only to turn it off: a MODE@TREE worker takes this environment, and an earlier
+        # checkout must keep its own default for the guard
+        env["GRACE_STALE_OUTPUTS_RAISE"] = "0"
+    return env
 
 
 _STOCK = {"GRACE_DISABLE": "1"}
@@ -49,6 +55,9 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("grace-cgct-pi-exec", "+PI (exec update)", "reduce-overhead", env=_grace(True, True, False, "exec-update")),
     # GraCE with lean replay (grace.config.lean_replay, off by default until verified on the GPU)
     Mode("grace-lean", "GraCE + lean replay", "reduce-overhead", env=_grace(True, True, True, lean=True)),
+    # GraCE without the stale-output guard (grace.config.stale_outputs_raise), to measure the
+    # guard's cost on the replay path interleaved with GraCE in one run
+    Mode("grace-no-guard", "GraCE, no stale-output guard", "reduce-overhead", env=_grace(True, True, True, guard=False)),
 )}
 
 # The paper's Figures 10 and 11.
