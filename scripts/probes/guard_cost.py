@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import weakref
@@ -82,7 +83,9 @@ def main() -> None:
     sys.path.insert(0, str(REPO_ROOT / "tests"))  # tree_fakes
     import torch
 
-    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}; "
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    print(f"# code {commit}, {platform.processor() or platform.machine()}, torch {torch.__version__}; "
           f"median of {args.repeats} x {args.calls} path ends")
     print(f"{'outputs':>7} {'held':>5} {'liveness':>9} {'us per path end':>16}")
     for outputs in (int(n) for n in args.outputs.split(",")):
