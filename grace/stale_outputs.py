@@ -56,7 +56,10 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 import torch
+from torch._inductor.cudagraph_trees import is_live
 from torch.utils.weak import TensorWeakRef
+
+from grace.tree_liveness import CachedOutputLiveness
 
 getrefcount = sys.getrefcount
 _storage_use_count = torch._C._storage_Use_Count
@@ -151,10 +154,6 @@ def _held_indices(node: Any) -> list[int]:
     (``check_refcount``'s two or three, ``made_with``, and ``StorageWeakRefWrapper.expired``'s
     two storage references). An output whose test is not the hardened one always gets the test.
     """
-    from torch._inductor.cudagraph_trees import is_live
-
-    from grace.tree_liveness import CachedOutputLiveness
-
     cached, refs = node.cached_tensor_outputs, node.outputs_weakrefs
     held = []
     for i in range(len(cached)):

@@ -4,6 +4,7 @@ reports and SCG's profiling."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -24,3 +25,9 @@ def summary(values: list[float]) -> dict[str, float]:
         "min": min(values),
         "max": max(values),
     }
+
+
+def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
+    """``numerator[r] / denominator[r]`` per sample, over the common prefix: samples of two modes
+    taken in the same interleaved round pair up, so drift of the machine cancels."""
+    return [a / b for a, b in zip(numerator, denominator)]

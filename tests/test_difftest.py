@@ -731,7 +731,7 @@ def test_rounding_of_a_fed_back_input_that_softmax_amplifies_is_explained() -> N
     fed = eager_in.clone()
     fed[1, 3] += 16.0  # one rounding step: within 1e-3 of the value that produced it
     out_c = list(execute.reduction(fed))
-    assert execute._difference(out_c[1], execute.reduction(eager_in)[1], 1e-4) is not None, "a mismatch"
+    assert execute.difference(out_c[1], execute.reduction(eager_in)[1], 1e-4) is not None, "a mismatch"
     again = execute.drift_reference(execute.reduction, [fed], [eager_in], out_c, 1e-4, 1e-3, "cpu")
     assert again is not None and torch.equal(again[1], out_c[1]), "the reference on the compiled side's input"
 

@@ -8,48 +8,13 @@ them. The GPU side is ``scripts/probes/handoff_clobber.py``.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from tree_fakes import cached_output, stock_check_refcount  # noqa: E402
-
-
-class _Node:
-    """What the guard reads and calls of a ``CUDAGraphNode``."""
-
-    def __init__(self, outputs: int) -> None:
-        from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
-
-        self.cached_tensor_outputs: list[Any] = []
-        self.outputs_weakrefs: list[Any] = []
-        self.unaliased_in_all_paths = [True] * outputs
-        self.stack_traces = [f"line {i}" for i in range(outputs)]
-        self.tensor_weakrefs: list[Any] = [None] * outputs  # outputs of the recording: none held
-        node_ref = weakref.ref(self)
-        for i in range(outputs):
-            out = cached_output(16)
-            self.outputs_weakrefs.append(StorageWeakRefWrapper(out, extra_ref_check=stock_check_refcount(node_ref, i)))
-            self.cached_tensor_outputs.append(out)
-            del out
-
-    @property
-    def _path_from_root(self) -> Any:
-        yield self
-
-    @property
-    def _path_to_root(self) -> Any:
-        yield self
-
-    children: dict[Any, list[Any]] = {}
-
-    def remove_node_cached_tensors(self) -> None:
-        from torch._inductor.cudagraph_trees import CUDAGraphNode
-
-        CUDAGraphNode.remove_node_cached_tensors(self)  # type: ignore[arg-type]
+from tree_fakes import FakeNode as _Node, cached_output  # noqa: E402
 
 
 def _guard() -> Any:
@@ -87,13 +52,10 @@ def test_a_loop_holding_the_last_output_swaps_one_tensor_per_call() -> None:
     """``out = f(x)`` in a loop: the last ``out`` is alive during each call. Each path end swaps
     that one output, the one before stops holding the storage, and the tree's liveness test
     (stock's, then hardened) counts the new one dead as soon as the user lets it go."""
-    from grace.tree_liveness import CachedOutputLiveness
     from torch._inductor.cudagraph_trees import is_live
 
-    node, guard = _Node(1), _guard()
+    node, guard = _Node(1, hardened=True), _guard()
     ref = node.outputs_weakrefs[0]
-    ref.extra_ref_check = CachedOutputLiveness(ref.extra_ref_check, weakref.ref(node), 0,
-                                               node.cached_tensor_outputs[0]._use_count())
     out = node.cached_tensor_outputs[0]
     handed = [out]
     for _ in range(3):
@@ -221,13 +183,9 @@ def test_the_quick_skip_of_dead_outputs_agrees_with_the_trees_liveness_test() ->
     rest to the tree's (hardened) test: a Python holder, a view, an autograd save and a tensor
     on the same storage are held, an output nobody holds is not."""
     from grace.stale_outputs import _held_indices
-    from grace.tree_liveness import CachedOutputLiveness
     from torch._inductor.cudagraph_trees import is_live
 
-    node = _Node(5)
-    for i, ref in enumerate(node.outputs_weakrefs):
-        ref.extra_ref_check = CachedOutputLiveness(ref.extra_ref_check, weakref.ref(node), i,
-                                                   node.cached_tensor_outputs[i]._use_count())
+    node = _Node(5, hardened=True)
     assert _held_indices(node) == [] == [i for i in range(5) if is_live(node.outputs_weakrefs[i])]
     python_holder = node.cached_tensor_outputs[0]
     view = node.cached_tensor_outputs[1][2:]

@@ -33,3 +33,46 @@ def stock_check_refcount(node_ref: Callable[[], Any], index: int) -> Callable[[]
         return refcount == 3 if node.cached_tensor_outputs[index]._use_count() > 1 else refcount == 2
 
     return check_refcount
+
+
+class FakeNode:
+    """What the stale-output guard reads and calls of a ``CUDAGraphNode`` whose path is itself
+    alone: cached outputs made as the node makes them, each judged by stock's ``check_refcount``,
+    or with ``hardened`` by ``grace.tree_liveness.CachedOutputLiveness`` around it."""
+
+    children: dict[Any, list[Any]] = {}
+
+    def __init__(self, outputs: int, hardened: bool = False) -> None:
+        import weakref
+
+        from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
+
+        from grace.tree_liveness import CachedOutputLiveness
+
+        self.cached_tensor_outputs: list[Any] = []
+        self.outputs_weakrefs: list[Any] = []
+        self.unaliased_in_all_paths = [True] * outputs
+        self.stack_traces = [f"line {i}" for i in range(outputs)]
+        self.tensor_weakrefs: list[Any] = [None] * outputs  # outputs of the recording: none held
+        me = weakref.ref(self)
+        for i in range(outputs):
+            out = cached_output(16)
+            check: Any = stock_check_refcount(me, i)
+            if hardened:
+                check = CachedOutputLiveness(check, me, i, out._use_count())
+            self.outputs_weakrefs.append(StorageWeakRefWrapper(out, extra_ref_check=check))
+            self.cached_tensor_outputs.append(out)
+            del out
+
+    @property
+    def _path_from_root(self) -> Any:
+        yield self
+
+    @property
+    def _path_to_root(self) -> Any:
+        yield self
+
+    def remove_node_cached_tensors(self) -> None:
+        from torch._inductor.cudagraph_trees import CUDAGraphNode
+
+        CUDAGraphNode.remove_node_cached_tensors(self)  # type: ignore[arg-type]

@@ -333,11 +333,11 @@ def drift_reference(eager_fn: Callable[..., Any], fed: list[Any], eager_args: li
     step is rechecked against later.
     """
     for mine, theirs in zip(fed, eager_args):
-        if isinstance(mine, torch.Tensor) and _difference(mine, theirs.detach().cpu(), input_tol) is not None:
+        if isinstance(mine, torch.Tensor) and difference(mine, theirs.detach().cpu(), input_tol) is not None:
             return None
     again = as_tensors(eager_fn(*[a.to(device) if isinstance(a, torch.Tensor) else a for a in fed]))
     if len(again) != len(out_c) or any(
-            _difference(c.detach().to("cpu", copy=True), a.detach().cpu(), tol) is not None for c, a in zip(out_c, again)):
+            difference(c.detach().to("cpu", copy=True), a.detach().cpu(), tol) is not None for c, a in zip(out_c, again)):
         return None
     return again
 
@@ -345,12 +345,12 @@ def drift_reference(eager_fn: Callable[..., Any], fed: list[Any], eager_args: li
 def compare(name: str, compiled: torch.Tensor, eager: torch.Tensor, tol: float) -> None:
     """Raise Mismatch unless close. Reading the compiled tensor may raise the overwritten-output
     RuntimeError, which the caller decides about."""
-    message = _difference(compiled.detach().to("cpu", copy=True), eager.detach().cpu(), tol)
+    message = difference(compiled.detach().to("cpu", copy=True), eager.detach().cpu(), tol)
     if message is not None:
         raise Mismatch(f"{name}: {message}")
 
 
-def _difference(got: torch.Tensor, expected: torch.Tensor, tol: float) -> str | None:
+def difference(got: torch.Tensor, expected: torch.Tensor, tol: float) -> str | None:
     """assert_close's first lines, or None where close.
 
     torch.testing's assertion sits in a reference cycle through its frames' locals, and its

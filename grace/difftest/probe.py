@@ -341,11 +341,13 @@ class OutputWatch:
     def mismatched(self, index: int, outputs: list[Any], expected: list[Any], tol: float) -> None:
         import torch
 
+        from grace.difftest.execute import difference  # the harness's own closeness
+
         segments = torch.cuda.memory_snapshot() if outputs and outputs[0].is_cuda else []
         for j, (out, copy, want) in enumerate(zip(outputs, self.copies, expected)):
             now = out.detach().cpu()
             changed = not torch.equal(now.nan_to_num(), copy.nan_to_num())
-            right_then = torch.allclose(copy, want.detach().cpu(), rtol=tol, atol=tol, equal_nan=True)
+            right_then = difference(copy, want.detach().cpu(), tol) is None
             self.say(f"step {index} output {j} at {out.data_ptr():#x} ({out.untyped_storage().nbytes()} B): "
                      f"{'changed' if changed else 'unchanged'} since the call returned; as returned "
                      f"{'right' if right_then else 'wrong'}; block: {describe_block(segments, out.data_ptr())}")

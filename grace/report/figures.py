@@ -33,7 +33,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
 from grace.report.judge import NOCG_REFERENCE, judged_status
-from grace.stats import percentile
+from grace.stats import paired_ratios, percentile
 from grace.paths import FIGURES_DIR, RESULTS_DIR
 
 log = logging.getLogger("grace.report")
@@ -126,11 +126,6 @@ def _read_rows(path: Path) -> list[dict]:
 
 def median(samples: Sequence[float]) -> float:
     return percentile(list(samples), 50)
-
-
-def paired_ratios(nocg: Sequence[float], other: Sequence[float]) -> list[float]:
-    """``nocg[r] / other[r]`` per interleaved round, over the common prefix of the two lists."""
-    return [a / b for a, b in zip(nocg, other)]
 
 
 def workloads_in_order(rows: Iterable[dict]) -> list[str]:

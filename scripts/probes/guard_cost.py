@@ -1,6 +1,6 @@
 """Host cost of the stale-output guard where a path ends, on the CPU: ``StaleOutputGuard.path_ends``
 and ``call_ends`` over a node of N cached outputs made as the tree makes them
-(``tests/tree_fakes.py``), judged by stock's liveness test or the hardened one, with the first
+(``tests/tree_fakes.FakeNode``), judged by stock's liveness test or the hardened one, with the first
 output held (``out = f(x)`` in a loop: the last ``out`` is alive during the call) or none.
 Diagnostic: read, not reported as a speedup; the GPU's replay path is measured by
 ``scripts/run_same_run_comparison.sh``.
@@ -16,42 +16,8 @@ import statistics
 import subprocess
 import sys
 import time
-import weakref
-from typing import Any
 
 from grace.paths import REPO_ROOT
-
-
-class _Node:
-    """What the guard reads of a ``CUDAGraphNode`` whose path is this node alone."""
-
-    def __init__(self, outputs: int, hardened: bool) -> None:
-        from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
-        from tree_fakes import cached_output, stock_check_refcount
-
-        from grace.tree_liveness import CachedOutputLiveness
-
-        self.cached_tensor_outputs: list[Any] = []
-        self.outputs_weakrefs: list[Any] = []
-        self.stack_traces = [None] * outputs
-        self.tensor_weakrefs: list[Any] = [None] * outputs
-        self.children: dict[Any, list[Any]] = {}
-        me = weakref.ref(self)
-        for i in range(outputs):
-            out = cached_output(16)
-            check: Any = stock_check_refcount(me, i)
-            if hardened:
-                check = CachedOutputLiveness(check, me, i, out._use_count())
-            self.outputs_weakrefs.append(StorageWeakRefWrapper(out, extra_ref_check=check))
-            self.cached_tensor_outputs.append(out)
-
-    @property
-    def _path_from_root(self) -> Any:
-        yield self
-
-    @property
-    def _path_to_root(self) -> Any:
-        yield self
 
 
 def time_path_ends(outputs: int, held: bool, hardened: bool, calls: int) -> float:
@@ -60,8 +26,10 @@ def time_path_ends(outputs: int, held: bool, hardened: bool, calls: int) -> floa
 
     from grace.stale_outputs import StaleOutputGuard
 
+    from tree_fakes import FakeNode
+
     guard = StaleOutputGuard(CUDAGraphTreeManager.format_dealloc_msg)
-    node = _Node(outputs, hardened)
+    node = FakeNode(outputs, hardened)
     out = node.cached_tensor_outputs[0] if held else None
     start = time.perf_counter()
     for _ in range(calls):
