@@ -38,13 +38,15 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    stock). The call itself reads them as its inputs first (``x = f(x)`` after
    ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes), and only a later read
    raises.
-3. Where a path ends, an output nobody holds costs three counter reads (:func:`_held_indices`);
-   the tree's own liveness test runs only where a count is above the tree's own references.
-   An output held at a generation's end, as in any loop ``out = f(x)`` (the last ``out`` is
-   alive during the call), costs that test, one ``detach`` and the cached-tensor registry's
-   update, and its marking when the call returns; the node's other cached outputs, its
-   storages and weak references stay as they are. A replay of a node with no uncached output
-   pays one dictionary lookup.
+3. Where a path ends, an output costs three counter reads (:func:`_held_indices`) where they
+   decide: an output nobody holds, and one a Python reference beyond the tree's holds, which
+   the tree's own test calls live on the same count; the test runs only for the rest (a C++
+   holder, a view). An output held at a generation's end, as in any loop ``out = f(x)`` (the
+   last ``out`` is alive during the call), costs besides one weak reference, one ``detach`` and
+   the cached-tensor registry's update, and its marking when the call returns, whose message
+   is formatted once per stack trace; the node's other cached outputs, its storages and weak
+   references stay as they are. A replay of a node with no uncached output pays one dictionary
+   lookup.
 4. On only with :func:`grace.trees.hardened` and ``grace.config.stale_outputs_raise``, as the
    tree is made; otherwise the manager's guard is None and the tree is stock's.
 """
@@ -52,12 +54,12 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any, Optional
 
 import torch
 from torch._inductor.cudagraph_trees import is_live
-from torch.utils.weak import TensorWeakRef
 
 from grace.tree_liveness import CachedOutputLiveness
 
@@ -71,10 +73,11 @@ _TREE_STORAGE_REFS = 2
 class StaleOutputGuard:
     """``CUDAGraphTreeManager.grace_stale_outputs``: held outputs of ended paths, to invalidate."""
 
-    __slots__ = ("_message", "_path_held", "_pending", "_uncached")
+    __slots__ = ("_message", "_messages", "_path_held", "_pending", "_uncached")
 
     def __init__(self, message: Callable[[Optional[str]], str]) -> None:
         self._message = message  # the tree's overwritten-output message for a stack trace
+        self._messages: dict[Optional[str], str] = {}  # that message, per stack trace seen
         self._pending: list[tuple[Any, Optional[str]]] = []  # (weak reference, stack trace)
         # outputs of the executing path noted before it ends: cached ones dropped for an allocator
         # restore, and uncached ones its replays handed out
@@ -93,7 +96,7 @@ class StaleOutputGuard:
                 if cached is None and ref is not None)
         if uncached:
             traces = node.stack_traces
-            self._path_held.extend((TensorWeakRef(outputs[i]), traces[i] if traces else None) for i in uncached)
+            self._path_held.extend((weakref.ref(outputs[i]), traces[i] if traces else None) for i in uncached)
 
     def caches_dropped(self, node: Any) -> None:
         """Before the tree drops the cached outputs of the path ending at ``node`` for an allocator
@@ -112,7 +115,7 @@ class StaleOutputGuard:
             cached = near.cached_tensor_outputs
             if cached:
                 for i in _held_indices(near):
-                    pending.append((TensorWeakRef(cached[i]), traces[i] if traces else None))
+                    pending.append((weakref.ref(cached[i]), traces[i] if traces else None))
                     cached[i] = _swap_cached_output(cached[i])
             recorded = near.tensor_weakrefs
             if recorded.count(None) == len(recorded):
@@ -134,10 +137,14 @@ class StaleOutputGuard:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
+        messages = self._messages
         for ref, trace in pending:
             tensor = ref()
             if tensor is not None:
-                torch._C._set_storage_access_error_msg(tensor, self._message(trace))
+                message = messages.get(trace)
+                if message is None:
+                    message = messages[trace] = self._message(trace)
+                torch._C._set_storage_access_error_msg(tensor, message)
 
 
 def _held_indices(node: Any) -> list[int]:
@@ -145,14 +152,18 @@ def _held_indices(node: Any) -> list[int]:
     test.
 
     That test (``is_live`` through the node's ``CachedOutputLiveness``) costs some microseconds
-    an output, paid on every output of the path wherever a path ends. Most outputs are dead, and
-    dead in the plainest way: their Python reference count, their ``TensorImpl``'s use count and
-    their storage's use count are each what the tree's own references make them. Such an
-    output is skipped after three counter reads; any count above that (a Python holder, a C++
-    holder such as autograd, a view) goes to the tree's test, which decides. The skip can only
-    call dead what the tree's test calls dead: the baselines are the ones it compares against
-    (``check_refcount``'s two or three, ``made_with``, and ``StorageWeakRefWrapper.expired``'s
-    two storage references). An output whose test is not the hardened one always gets the test.
+    an output, paid on every output of the path wherever a path ends. Most outputs are either
+    dead in the plainest way, their Python reference count, their ``TensorImpl``'s use count
+    and their storage's use count each what the tree's own references make them, or held in
+    the plainest way, by a Python reference beyond the tree's (the last ``out`` of a loop).
+    Three counter reads decide both: the first is skipped, the second is held, as the tree's
+    test would say: its first step is stock's ``check_refcount``, which compares the same
+    Python count against the same baseline and calls the output live on a mismatch, before
+    anything else runs. Any other count above the tree's own (a C++ holder such as autograd, a
+    view) goes to the tree's test, which decides. The baselines are the ones that test compares
+    against (``check_refcount``'s two or three, ``made_with``, and
+    ``StorageWeakRefWrapper.expired``'s two storage references). An output whose test is not the
+    hardened one always gets the test.
     """
     cached, refs = node.cached_tensor_outputs, node.outputs_weakrefs
     held = []
@@ -165,8 +176,11 @@ def _held_indices(node: Any) -> list[int]:
         if type(check) is CachedOutputLiveness:
             uses = out._use_count()
             # the list, ``out`` and getrefcount's argument; one more where C++ holds the PyObject
-            if (getrefcount(out) <= 3 + (uses > 1) and uses <= check.made_with
-                    and _storage_use_count(ref.ref.cdata) <= _TREE_STORAGE_REFS):
+            python_refs = getrefcount(out) - (3 + (uses > 1))
+            if python_refs > 0:  # check_refcount's count, one less (``out``), off its baseline
+                held.append(i)
+                continue
+            if uses <= check.made_with and _storage_use_count(ref.ref.cdata) <= _TREE_STORAGE_REFS:
                 continue
         del out
         if is_live(ref):
@@ -180,7 +194,7 @@ def _held_cached_outputs(node: Any) -> list[tuple[Any, Optional[str]]]:
     if not cached:
         return []
     traces = node.stack_traces
-    return [(TensorWeakRef(cached[i]), traces[i] if traces else None) for i in _held_indices(node)]
+    return [(weakref.ref(cached[i]), traces[i] if traces else None) for i in _held_indices(node)]
 
 
 def _swap_cached_output(held: Any) -> Any:

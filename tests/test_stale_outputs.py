@@ -198,3 +198,57 @@ def test_the_quick_skip_of_dead_outputs_agrees_with_the_trees_liveness_test() ->
     assert _held_indices(node) == []
     for t in node.cached_tensor_outputs:
         torch._C._remove_cached_tensor(t)
+
+
+def test_the_counts_decide_a_python_holder_as_the_trees_test_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output a Python reference beyond the tree's holds is held by its counts alone, as the
+    tree's test says (its first step, ``check_refcount``, reads the same count), with one holder,
+    two, or one beside an autograd save; the tree's test runs only for the holders the counts
+    cannot tell (a view, a C++ holder alone)."""
+    import grace.stale_outputs as stale_outputs
+    from torch._inductor.cudagraph_trees import is_live
+
+    node = _Node(4, hardened=True)
+    tested: list[int] = []
+    monkeypatch.setattr(stale_outputs, "is_live", lambda ref: tested.append(1) or is_live(ref))
+    one = node.cached_tensor_outputs[0]
+    two = (node.cached_tensor_outputs[1], node.cached_tensor_outputs[1])
+    w = torch.ones(16, requires_grad=True)
+    saved_and_held = node.cached_tensor_outputs[2]
+    product = w * saved_and_held
+    view = node.cached_tensor_outputs[3][1:]
+    assert stale_outputs._held_indices(node) == [0, 1, 2, 3]
+    assert len(tested) == 1, "the view alone goes to the tree's test"
+    assert [i for i in range(4) if is_live(node.outputs_weakrefs[i])] == [0, 1, 2, 3]
+    del one, two, saved_and_held, view
+    assert stale_outputs._held_indices(node) == [2], "the autograd save alone still holds output 2"
+    del product
+    assert stale_outputs._held_indices(node) == []
+    for t in node.cached_tensor_outputs:
+        torch._C._remove_cached_tensor(t)
+
+
+def test_the_overwritten_output_message_is_the_trees_and_formatted_once_per_stack_trace() -> None:
+    """Marking a held output in every call of a loop formats the tree's message once for its
+    stack trace; the tensor raises it."""
+    from grace.stale_outputs import StaleOutputGuard
+    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
+
+    formatted: list[object] = []
+
+    def message(trace: object) -> str:
+        formatted.append(trace)
+        return CUDAGraphTreeManager.format_dealloc_msg(trace)  # type: ignore[arg-type]
+
+    node, guard = _Node(1), StaleOutputGuard(message)
+    held = []
+    for _ in range(3):
+        held.append(node.cached_tensor_outputs[0])
+        guard.path_ends(node)
+        guard.call_ends()
+    assert formatted == ["line 0"]
+    for y in held:
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run. Stack trace: line 0"):
+            y.sum()
+    for t in node.cached_tensor_outputs:
+        torch._C._remove_cached_tensor(t)
