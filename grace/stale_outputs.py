@@ -18,7 +18,8 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    handed out that the user still holds is noted by weak reference. Four kinds, stock marking
    none of them where a replayed path ends:
 
-   - a node's cached outputs (the tree's own liveness test says held); the node swaps a new
+   - a node's cached outputs whose tensor someone besides the tree holds (a holder of its
+     storage alone reads on, as in stock: marking reaches a tensor); the node swaps a new
      tensor into the held one's place in its cache (:func:`_swap_cached_output`: the same
      storage and version counter, a new ``TensorImpl``), so that the next replay hands out a
      tensor no user holds, as stock's first replay does;
@@ -38,15 +39,15 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    stock). The call itself reads them as its inputs first (``x = f(x)`` after
    ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes), and only a later read
    raises.
-3. Where a path ends, an output costs three counter reads (:func:`_held_indices`) where they
-   decide: an output nobody holds, and one a Python reference beyond the tree's holds, which
-   the tree's own test calls live on the same count; the test runs only for the rest (a C++
-   holder, a view). An output held at a generation's end, as in any loop ``out = f(x)`` (the
-   last ``out`` is alive during the call), costs besides one weak reference, one ``detach`` and
-   the cached-tensor registry's update, and its marking when the call returns, whose message
-   is formatted once per stack trace; the node's other cached outputs, its storages and weak
-   references stay as they are. A replay of a node with no uncached output pays one dictionary
-   lookup.
+3. Where a path ends, an output costs two counter reads (:func:`_held_indices`) where they
+   decide: a tensor nobody but the tree holds, and one a Python reference beyond the tree's
+   holds, which the tree's own test calls live on the same count; the test runs only for a C++
+   holder (an autograd save, a view's base). An output held at a generation's end, as in any
+   loop ``out = f(x)`` (the last ``out`` is alive during the call), costs besides one weak
+   reference, one ``detach`` and the cached-tensor registry's update, and its marking when the
+   call returns, whose message is formatted once per stack trace; the node's other cached
+   outputs, its storages and weak references stay as they are. A replay of a node with no
+   uncached output pays one dictionary lookup.
 4. On only with :func:`grace.trees.hardened` and ``grace.config.stale_outputs_raise``, as the
    tree is made; otherwise the manager's guard is None and the tree is stock's.
 """
@@ -64,10 +65,6 @@ from torch._inductor.cudagraph_trees import is_live
 from grace.tree_liveness import CachedOutputLiveness
 
 getrefcount = sys.getrefcount
-_storage_use_count = torch._C._storage_Use_Count
-# References to a cached output's storage that the tree itself holds: its Python storage object
-# and the cached tensor (StorageWeakRefWrapper.expired subtracts the same two).
-_TREE_STORAGE_REFS = 2
 
 
 class StaleOutputGuard:
@@ -148,22 +145,24 @@ class StaleOutputGuard:
 
 
 def _held_indices(node: Any) -> list[int]:
-    """Indices of the cached outputs of ``node`` the user still holds, by the tree's own liveness
-    test.
+    """Indices of the cached outputs of ``node`` whose tensor someone besides the tree holds: the
+    ones to swap out of the cache and mark.
 
-    That test (``is_live`` through the node's ``CachedOutputLiveness``) costs some microseconds
-    an output, paid on every output of the path wherever a path ends. Most outputs are either
-    dead in the plainest way, their Python reference count, their ``TensorImpl``'s use count
-    and their storage's use count each what the tree's own references make them, or held in
-    the plainest way, by a Python reference beyond the tree's (the last ``out`` of a loop).
-    Three counter reads decide both: the first is skipped, the second is held, as the tree's
-    test would say: its first step is stock's ``check_refcount``, which compares the same
-    Python count against the same baseline and calls the output live on a mismatch, before
-    anything else runs. Any other count above the tree's own (a C++ holder such as autograd, a
-    view) goes to the tree's test, which decides. The baselines are the ones that test compares
-    against (``check_refcount``'s two or three, ``made_with``, and
-    ``StorageWeakRefWrapper.expired``'s two storage references). An output whose test is not the
-    hardened one always gets the test.
+    Marking reaches a tensor, not its memory, so only holders of the output's own tensor count:
+    a tensor that merely shares its storage (``set_``, ``untyped_storage()``) reads on after the
+    mark as it would have before it, as in stock, and swapping the cached tensor changes nothing
+    for it. A view counts: it holds its base's tensor, and the base is reachable from it.
+
+    The tree's liveness test (``is_live`` through the node's ``CachedOutputLiveness``) costs some
+    microseconds an output, paid on every output of the path wherever a path ends. Two counter
+    reads decide the common cases: a Python reference count and a ``TensorImpl`` use count at
+    the tree's own baselines (``check_refcount``'s two or three, ``made_with``) mean nobody else
+    holds the tensor; a Python count above its baseline means someone does, as the tree's test
+    says on the same count (its first step, stock's ``check_refcount``, calls the output live on
+    it before anything else runs). Only a use count above ``made_with`` with no Python holder (a
+    C++ holder: an autograd save, a view) goes to the tree's test, which may find the holder is
+    the tree's own (a dead output's autograd history) and release it. An output whose test is
+    not the hardened one always gets the test.
     """
     cached, refs = node.cached_tensor_outputs, node.outputs_weakrefs
     held = []
@@ -176,11 +175,10 @@ def _held_indices(node: Any) -> list[int]:
         if type(check) is CachedOutputLiveness:
             uses = out._use_count()
             # the list, ``out`` and getrefcount's argument; one more where C++ holds the PyObject
-            python_refs = getrefcount(out) - (3 + (uses > 1))
-            if python_refs > 0:  # check_refcount's count, one less (``out``), off its baseline
+            if getrefcount(out) > 3 + (uses > 1):
                 held.append(i)
                 continue
-            if uses <= check.made_with and _storage_use_count(ref.ref.cdata) <= _TREE_STORAGE_REFS:
+            if uses <= check.made_with:
                 continue
         del out
         if is_live(ref):

@@ -178,22 +178,29 @@ def test_the_guard_exists_only_with_its_switch_and_a_hardened_tree() -> None:
             assert isinstance(stale_output_guard(str), StaleOutputGuard) is expected, switches
 
 
-def test_the_quick_skip_of_dead_outputs_agrees_with_the_trees_liveness_test() -> None:
-    """Where a path ends the guard skips outputs whose counts are the tree's own, and leaves the
-    rest to the tree's (hardened) test: a Python holder, a view, an autograd save and a tensor
-    on the same storage are held, an output nobody holds is not."""
+def test_the_outputs_held_are_those_the_trees_test_calls_live_through_their_own_tensor() -> None:
+    """Where a path ends the guard swaps and marks the outputs whose tensor someone besides the
+    tree holds: a Python holder, a view (it holds its base) and an autograd save, as the tree's
+    test says. A tensor sharing an output's storage alone keeps the output live for the tree,
+    but no mark can reach it through the output: the output keeps its cached tensor, and the
+    sharer reads on after the call, as in stock."""
     from grace.stale_outputs import _held_indices
     from torch._inductor.cudagraph_trees import is_live
 
-    node = _Node(5, hardened=True)
+    node, guard = _Node(5, hardened=True), _guard()
     assert _held_indices(node) == [] == [i for i in range(5) if is_live(node.outputs_weakrefs[i])]
     python_holder = node.cached_tensor_outputs[0]
     view = node.cached_tensor_outputs[1][2:]
     w = torch.ones(16, requires_grad=True)
     saved = w * node.cached_tensor_outputs[2]  # autograd saves output 2 for w's gradient, from C++
     sharer = torch.empty(0).set_(node.cached_tensor_outputs[3].untyped_storage())  # its storage alone
-    assert _held_indices(node) == [0, 1, 2, 3]
+    assert _held_indices(node) == [0, 1, 2]
     assert [i for i in range(5) if is_live(node.outputs_weakrefs[i])] == [0, 1, 2, 3]
+    kept = id(node.cached_tensor_outputs[3])
+    guard.path_ends(node)
+    guard.call_ends()
+    assert id(node.cached_tensor_outputs[3]) == kept
+    sharer.sum()
     del python_holder, view, saved, sharer
     assert _held_indices(node) == []
     for t in node.cached_tensor_outputs:
