@@ -5,17 +5,23 @@ output held (``out = f(x)`` in a loop: the last ``out`` is alive during the call
 Diagnostic: read, not reported as a speedup; the GPU's replay path is measured by
 ``scripts/run_same_run_comparison.sh``.
 
-    python scripts/probes/guard_cost.py [--calls N] [--outputs 1,20]
+    python scripts/probes/guard_cost.py [--calls N] [--outputs 1,20] [--guard-from CHECKOUT]
+
+``--guard-from`` times the guard module of another checkout (``grace/stale_outputs.py`` there,
+the fake node and the tree from here): run it and a plain run one after the other to compare
+two versions on one CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import platform
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from grace.paths import REPO_ROOT
 
@@ -47,11 +53,22 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--outputs", default="1,20", help="comma-separated numbers of cached outputs")
+    parser.add_argument("--guard-from", type=Path, help="a checkout whose grace/stale_outputs.py to time")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO_ROOT / "tests"))  # tree_fakes
     import torch
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+    checkout = args.guard_from or REPO_ROOT
+    if args.guard_from is not None:
+        source = args.guard_from / "grace" / "stale_outputs.py"
+        if not source.is_file():
+            parser.error(f"--guard-from: no {source}")
+        spec = importlib.util.spec_from_file_location("grace.stale_outputs", source)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["grace.stale_outputs"] = module
+        spec.loader.exec_module(module)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True,
                             text=True).stdout.strip() or "unknown"
     print(f"# code {commit}, {platform.processor() or platform.machine()}, torch {torch.__version__}; "
           f"median and least of {args.repeats} x {args.calls} path ends (the least is the steadier on a "
