@@ -474,3 +474,51 @@ def test_decisions_made_with_other_pi_strategies_profiled_are_cached_apart(monke
         off = tree_hook._cache_key(candidate, 0)
     assert one.grace.endswith("+pi:ptx") and both.grace.endswith("+pi:ptx,prelude")
     assert len({one, both, off}) == 3
+
+
+def test_an_unwired_backward_partition_tells_its_tree_that_the_backward_runs(tmp_path: Path) -> None:
+    """A backward partition kept out and unwired no longer passes through the tree's dispatch,
+    which is where a backward clears the forwards' pending state: the direct call does it, as
+    stock does for a backward without CUDA graphs, while the tree lives, without keeping it
+    alive. A forward's or an inference partition's direct call leaves the tree alone."""
+    import gc
+    import importlib.util
+    import weakref
+
+    import torch
+
+    from grace.scg.tree_hook import _unwrap_partition
+
+    module_file = tmp_path / "gen_backward_runner.py"
+    module_file.write_text(
+        "def partition_0(args):\n    (x,) = args\n    args.clear()\n    return (x * 3,)\n\n"
+        "class Runner:\n    def __init__(self, partitions):\n        self.partitions = partitions\n\n"
+        "runner = Runner(partitions=[partition_0])\n")
+    spec = importlib.util.spec_from_file_location("gen_backward_runner_for_test", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+
+    class Tree:
+        def __init__(self) -> None:
+            self.running_forwards_with_pending_backwards = True
+            self.backwards = 0
+
+        def set_to_running_backward(self) -> None:
+            self.running_forwards_with_pending_backwards = False
+            self.backwards += 1
+
+    x = torch.arange(4.0)
+    tree = Tree()
+    assert _unwrap_partition(module.partition_0, [x], [], [])  # not a backward: the tree is not told
+    module.runner.partitions[0]([x])
+    assert tree.backwards == 0 and tree.running_forwards_with_pending_backwards
+    assert _unwrap_partition(module.partition_0, [x], [], [], backward_of=tree)
+    (out,) = module.runner.partitions[0]([x])
+    assert torch.equal(out, x * 3)
+    assert tree.backwards == 1 and not tree.running_forwards_with_pending_backwards
+    gone = weakref.ref(tree)
+    del tree
+    gc.collect()
+    assert gone() is None, "the generated module's runner must not keep the tree alive"
+    (out,) = module.runner.partitions[0]([x])  # the tree is gone: the partition still runs
+    assert torch.equal(out, x * 3)

@@ -18,6 +18,8 @@ Invariants
 - A kept-out partition is also unwired from the CUDA graph wrappers in the generated module's
   runner (:func:`_unwrap_partition`), so its calls cost what they cost without
   ``reduce-overhead``; the tree's check stays as the path for anything that still reaches it.
+  An unwired partition of a backward tells the tree that the backward runs, as the tree's
+  dispatch would have, so the forwards before it stop pending.
 - Where ``grace.config.pi`` is on, the graph is recorded with PI off (copies, as PT2-CG) and
   with PI on under each strategy of :func:`profiled_strategies` (``grace.config.scg_pi_strategies``,
   or the configured strategy alone), each on its own private tree; a PI variant competes only
@@ -118,6 +120,8 @@ def decisions(manager: CUDAGraphTreeManager) -> TreeDecisions:
 
 def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: FunctionID) -> bool:
     """True if ``function_id`` should run without a CUDA graph (measured, or cached, faster)."""
+    from torch._inductor.cudagraph_trees import CompilationMode
+
     if manager in _profiling_trees:
         return False  # SCG's own private tree records what it is told to
     tree = decisions(manager)
@@ -141,7 +145,9 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
                     pointers=0, indirected=[]))
         if decided[function_id] is Choice.NO_GRAPH:
             wrapped = manager.ids_to_funcs[function_id]
-            _unwrap_partition(wrapped.model, new_inputs, wrapped.static_input_idxs, wrapped.mutated_input_idxs)
+            backward = manager.id_to_mode[function_id] is CompilationMode.BACKWARD
+            _unwrap_partition(wrapped.model, new_inputs, wrapped.static_input_idxs, wrapped.mutated_input_idxs,
+                              backward_of=manager if backward else None)
         report.add(record)
     return decided[function_id] is Choice.NO_GRAPH
 
@@ -176,7 +182,7 @@ def profiled_strategies() -> tuple[str, ...]:
 
 
 def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input_idxs: Sequence[int],
-                      mutated_input_idxs: Sequence[int]) -> bool:
+                      mutated_input_idxs: Sequence[int], backward_of: CUDAGraphTreeManager | None = None) -> bool:
     """Let the generated code call a kept-out partition directly, without the CUDA graph wrappers.
 
     Inductor's generated module calls partition ``i`` through ``runner.partitions[i]``, which
@@ -185,6 +191,14 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
     partition only needs the alignment guard, so that is all it keeps. Without a runner slot to
     rewrite (no graph partitioning, or symbolic sizes keyed per value) the tree's own check in
     ``_run`` keeps it out instead; both paths run the same compiled code.
+
+    A partition of a backward (``backward_of``, its tree) also tells its tree that the backward
+    runs, as stock does for a backward compiled without CUDA graphs
+    (``maybe_handle_backward_generation``): the tree's dispatch, which it no longer passes
+    through, is where a backward clears the pending-backward state of the forwards before it.
+    Left pending, the next forward could not start a new generation and would be recorded again
+    below the last one on every step. The tree is held by weak reference: the generated module
+    outlives a reset.
     """
     from torch._inductor.compile_fx import get_input_idxs_to_check
     from torch._inductor.utils import align_inputs_from_check_idxs
@@ -200,11 +214,25 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
         return False  # the slot serves every value of a symbolic size, some of which may want graphs
     check = get_input_idxs_to_check(inputs, static_input_idxs)
     direct = align_inputs_from_check_idxs(model, check, OrderedSet(mutated_input_idxs))
+    if backward_of is not None:
+        direct = _running_backward(direct, weakref.ref(backward_of))
     if direct is not model:
         direct.__wrapped__ = model  # type: ignore[attr-defined]  # so a later compile still sees partition_N
     partitions[int(match.group(1))] = direct
     log.debug("SCG: %s now runs without CUDA graph wrappers", model.__name__)
     return True
+
+
+def _running_backward(run: Callable[[list[Any]], Any], tree: Callable[[], Any]) -> Callable[[list[Any]], Any]:
+    """``run``, telling the tree ``tree`` refers to, while it lives, that a backward runs."""
+
+    def backward_partition(new_inputs: list[Any]) -> Any:
+        manager = tree()
+        if manager is not None:
+            manager.set_to_running_backward()
+        return run(new_inputs)
+
+    return backward_partition
 
 
 def _decide(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: FunctionID) -> report.GraphRecord:
