@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -258,23 +259,31 @@ def test_cli_scg_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys:
         report.reset()
 
 
-def test_unwrap_partition_rewires_the_runner_slot(tmp_path: Path) -> None:
-    """A kept-out partition is called directly by the generated runner (CPU: no graph needed)."""
+def _generated_runner(tmp_path: Path, name: str, partitions: list[str]) -> Any:
+    """A module shaped as Inductor's generated code with graph partitions: ``partition_i``
+    returning the expression ``partitions[i]`` of its one input ``x``, and a ``runner`` whose
+    ``partitions`` list the generated code calls them through."""
     import importlib.util
 
+    source = "".join(f"def partition_{i}(args):\n    (x,) = args\n    args.clear()\n    return ({e},)\n\n"
+                     for i, e in enumerate(partitions))
+    source += ("class Runner:\n    def __init__(self, partitions):\n        self.partitions = partitions\n\n"
+               f"runner = Runner(partitions=[{', '.join(f'partition_{i}' for i in range(len(partitions)))}])\n")
+    module_file = tmp_path / f"{name}.py"
+    module_file.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_unwrap_partition_rewires_the_runner_slot(tmp_path: Path) -> None:
+    """A kept-out partition is called directly by the generated runner (CPU: no graph needed)."""
     import torch
 
     from grace.scg.tree_hook import _unwrap_partition
 
-    module_file = tmp_path / "gen_runner.py"
-    module_file.write_text(
-        "def partition_0(args):\n    (x,) = args\n    args.clear()\n    return (x + 1,)\n\n"
-        "def partition_1(args):\n    (x,) = args\n    args.clear()\n    return (x * 2,)\n\n"
-        "class Runner:\n    def __init__(self, partitions):\n        self.partitions = partitions\n\n"
-        "runner = Runner(partitions=[partition_0, partition_1])\n")
-    spec = importlib.util.spec_from_file_location("gen_runner_for_test", module_file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = _generated_runner(tmp_path, "gen_runner_for_test", ["x + 1", "x * 2"])
     sentinel = object()
     module.runner.partitions = [sentinel, sentinel]  # as if both were wrapped for CUDA graphs
     x = torch.arange(4.0)
@@ -482,21 +491,13 @@ def test_an_unwired_backward_partition_tells_its_tree_that_the_backward_runs(tmp
     stock does for a backward without CUDA graphs, while the tree lives, without keeping it
     alive. A forward's or an inference partition's direct call leaves the tree alone."""
     import gc
-    import importlib.util
     import weakref
 
     import torch
 
     from grace.scg.tree_hook import _unwrap_partition
 
-    module_file = tmp_path / "gen_backward_runner.py"
-    module_file.write_text(
-        "def partition_0(args):\n    (x,) = args\n    args.clear()\n    return (x * 3,)\n\n"
-        "class Runner:\n    def __init__(self, partitions):\n        self.partitions = partitions\n\n"
-        "runner = Runner(partitions=[partition_0])\n")
-    spec = importlib.util.spec_from_file_location("gen_backward_runner_for_test", module_file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = _generated_runner(tmp_path, "gen_backward_runner_for_test", ["x * 3"])
 
     class Tree:
         def __init__(self) -> None:
