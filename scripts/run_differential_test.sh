@@ -10,8 +10,8 @@
 #
 # SECONDS_BUDGET: no new program starts after it (default 300); programs already started still
 # run under every configuration, unless HARD_SECONDS (default SECONDS_BUDGET + 270) ends them
-# first (those runs are dropped, not counted). CONFIGS: configuration names (default: every one of
-# `python -m grace.report.upstream --list`, and stock-again: stock once more, its own noise floor). JOBS: processes at a time (default 4). START_SEED
+# first (those runs are dropped, not counted). CONFIGS: configuration names (default: those
+# `python -m grace.report.upstream --list` names, and stock-again: stock once more, its own noise floor). JOBS: processes at a time (default 4). START_SEED
 # (default: a fresh one per run, printed), MAX_STEPS (default 150), KINDS (default: all), TIMEOUT
 # seconds per (program, configuration) (default 240), RUN_ID; DEVICE=cpu checks the plumbing on a
 # machine without a GPU (no CUDA graphs there). RESUME=1 with the RUN_ID of an earlier run adds
@@ -28,7 +28,7 @@ RUN_ID=${RUN_ID:-$(date -u +%Y%m%d-%H%M%S)}
 RAW=results/raw/differential/$RUN_ID
 SECONDS_BUDGET=${SECONDS_BUDGET:-300}
 HARD_SECONDS=${HARD_SECONDS:-$((SECONDS_BUDGET + 270))}
-CONFIGS=${CONFIGS:-$("$PY" -c 'from grace.difftest.runner import CONFIGURATIONS; print(*CONFIGURATIONS)')}
+CONFIGS=${CONFIGS:-$("$PY" -c 'from grace.difftest.runner import RUN_BY_DEFAULT; print(*RUN_BY_DEFAULT)')}
 JOBS=${JOBS:-4}
 START_SEED=${START_SEED:-$(( $(date +%s) % 100000 * 1000 ))}
 MAX_STEPS=${MAX_STEPS:-150}

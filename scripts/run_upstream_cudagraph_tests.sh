@@ -8,8 +8,8 @@
 #
 # UPSTREAM_DIR holds test_cudagraph_trees.py and expecttest's wheel (PyTorch's BSD-licensed test
 # file is never committed here: copy ../shared/upstream into an ignored folder). CONFIGS picks
-# configurations (default: all of grace/report/upstream.py's CONFIGURATIONS, `python -m
-# grace.report.upstream --list`), RUN_ID the folder under results/raw/upstream_cudagraph_trees/.
+# configurations (default: grace/report/upstream.py's RUN_BY_DEFAULT, `python -m
+# grace.report.upstream --list`; `--list-all` names every one), RUN_ID the folder under results/raw/upstream_cudagraph_trees/.
 #
 # The order is fixed: the tests are collected once and cut into SHARDS contiguous pieces (default
 # 2), each run by its own pytest process in collection order, so every configuration runs each

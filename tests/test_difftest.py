@@ -384,7 +384,9 @@ def test_stock_runs_again_by_default_with_stocks_environment() -> None:
     from grace.difftest.__main__ import parse_args
     from grace.difftest.runner import CONFIGURATIONS as DIFF_CONFIGURATIONS, STOCK_AGAIN
 
-    assert parse_args(["run", "--out", "x"]).configs.split(",")[-1] == STOCK_AGAIN
+    from grace.report.upstream import RUN_BY_DEFAULT
+
+    assert parse_args(["run", "--out", "x"]).configs.split(",") == [*RUN_BY_DEFAULT, STOCK_AGAIN]
     assert DIFF_CONFIGURATIONS[STOCK_AGAIN] == CONFIGURATIONS["stock"]
     assert "GRACE_DISABLE=1" in replay_command(3, STOCK_AGAIN, Settings(configs=[STOCK_AGAIN], out=Path("x")))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from grace.report import upstream
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
@@ -29,8 +31,30 @@ def test_every_configuration_has_an_environment_and_stock_disables_grace() -> No
     assert upstream.env_line("stock") == "GRACE_DISABLE=1"
     for name in upstream.CONFIGURATIONS:
         line = upstream.env_line(name)
-        if name not in ("stock", "all-free") and "GRACE_SCG=1" in line:
+        if "-free" not in name and "GRACE_SCG=1" in line:
             assert "GRACE_SCG_FORCE=graph" in line, f"{name}: SCG forced to graph for upstream's tests"
+
+
+def test_every_grace_configuration_sets_lean_replay_itself_and_its_lean_twin_differs_only_there() -> None:
+    """A change of lean replay's default must change no configuration: each sets the switch; and
+    a "-lean" configuration is its namesake with lean replay on, nothing else."""
+    configurations = upstream.CONFIGURATIONS
+    for name, env in configurations.items():
+        if name != "stock":
+            assert env["GRACE_LEAN_REPLAY"] == ("1" if name == "lean" or name.endswith("-lean") else "0"), name
+    twins = [name for name in configurations if name.endswith("-lean")]
+    assert {"all-lean", "all-free-lean", "cgct-lean", "scg-lean"} <= set(twins)
+    for twin in twins:
+        assert configurations[twin] == {**configurations[twin.removesuffix("-lean")], "GRACE_LEAN_REPLAY": "1"}, twin
+    assert set(upstream.RUN_BY_DEFAULT) <= set(configurations) and upstream.RUN_BY_DEFAULT[0] == "stock"
+
+
+def test_list_prints_what_a_run_covers_by_default_and_list_all_every_configuration(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert upstream.main(["--list"]) == 0
+    assert capsys.readouterr().out.split() == list(upstream.RUN_BY_DEFAULT)
+    assert upstream.main(["--list-all"]) == 0
+    assert capsys.readouterr().out.split() == list(upstream.CONFIGURATIONS)
 
 
 def test_junit_outcomes_and_first_lines() -> None:

@@ -9,7 +9,8 @@
     summarize  rewrite and print a run folder's summary from its results.jsonl
 
 The configurations are :data:`grace.report.upstream.CONFIGURATIONS` and ``stock-again``, stock
-run a second time (:data:`grace.difftest.runner.STOCK_AGAIN`). A configuration's environment
+run a second time (:data:`grace.difftest.runner.STOCK_AGAIN`); a run covers
+:data:`grace.difftest.runner.RUN_BY_DEFAULT` unless told otherwise. A configuration's environment
 (``python -m grace.report.upstream --env NAME``; stock's for ``stock-again``) is read at
 interpreter start, so ``run-one`` takes it from its own environment: the replay command that
 ``worse_than_stock.md`` gives for a program sets it.
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from grace.difftest.programs import DEFAULT_MAX_STEPS, generate, parse_kinds
-from grace.difftest.runner import CONFIGURATIONS
+from grace.difftest.runner import CONFIGURATIONS, RUN_BY_DEFAULT
 
 
 def _program_options(p: argparse.ArgumentParser) -> None:
@@ -54,8 +55,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     _device_options(one)
 
     many = sub.add_parser("run", help="run programs under several configurations")
-    many.add_argument("--configs", default=",".join(CONFIGURATIONS),
-                      help=f"comma-separated, from {', '.join(CONFIGURATIONS)} (default: all)")
+    many.add_argument("--configs", default=",".join(RUN_BY_DEFAULT),
+                      help=f"comma-separated, from {', '.join(CONFIGURATIONS)} (default: {', '.join(RUN_BY_DEFAULT)})")
     many.add_argument("--seconds", type=float, default=300.0, help="start no seed after this (default: %(default)s)")
     many.add_argument("--start-seed", type=int, default=0)
     many.add_argument("--out", type=Path, required=True, help="the run's folder")

@@ -47,6 +47,8 @@ STOCK = upstream.STOCK
 # configuration's own judgment against stock is the floor of that noise.
 STOCK_AGAIN = "stock-again"
 CONFIGURATIONS: dict[str, dict[str, str]] = {**upstream.CONFIGURATIONS, STOCK_AGAIN: upstream.CONFIGURATIONS[STOCK]}
+# What a run covers unless told otherwise: the upstream tests' default configurations, and stock again.
+RUN_BY_DEFAULT: tuple[str, ...] = (*upstream.RUN_BY_DEFAULT, STOCK_AGAIN)
 
 STATUSES = ("ok", "mismatch", "error", "crash", "timeout")
 SUMMARY_COLUMNS = ("configuration", "programs", "calls", *STATUSES, "stale_reads", "amplified", "worse_than_stock",

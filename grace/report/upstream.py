@@ -10,7 +10,8 @@ each one's environment) and reads a run back into
 and ``upstream_cudagraph_trees_differ.md``: every test whose outcome under a configuration is not
 its outcome under stock, with the first line of its failure.
 
-    python -m grace.report.upstream --list            # configuration names
+    python -m grace.report.upstream --list            # the configurations a run covers by default
+    python -m grace.report.upstream --list-all        # every configuration
     python -m grace.report.upstream --env pi-ptx      # its environment, KEY=VALUE ...
     python -m grace.report.upstream [--run-id RUN]    # the table and the differences
 """
@@ -35,10 +36,11 @@ STOCK = "stock"
 # Each configuration's environment. SCG's decisions are forced to "graph" wherever SCG is on,
 # except in the "-free" configurations, so that every test records what it expects recorded and
 # still goes through SCG's profiling on private trees; the "-free" ones show what SCG's own
-# keep-out changes.
+# keep-out changes. Every GraCE configuration sets lean replay (grace.config.lean_replay) itself,
+# on in its "-lean" twin and off otherwise, so that a change of that switch's default changes no
+# configuration.
 _GRACE_ON = {"GRACE_DISABLE": "0"}
-CONFIGURATIONS: dict[str, dict[str, str]] = {
-    STOCK: {"GRACE_DISABLE": "1"},
+_BASE: dict[str, dict[str, str]] = {
     "cgct": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "0", "GRACE_SCG": "0"},
     "pi-ptx": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "1", "GRACE_SCG": "0", "GRACE_PI_STRATEGY": "ptx"},
     "pi-prelude": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "1", "GRACE_SCG": "0", "GRACE_PI_STRATEGY": "prelude"},
@@ -47,11 +49,22 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     "scg": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph"},
     "all": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph"},
     "all-free": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": ""},
-    # lean replay (off by default): alone, and with every other switch on
-    "lean": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "0", "GRACE_LEAN_REPLAY": "1"},
-    "all-lean": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_SCG_FORCE": "graph",
-                 "GRACE_LEAN_REPLAY": "1"},
 }
+CONFIGURATIONS: dict[str, dict[str, str]] = {
+    STOCK: {"GRACE_DISABLE": "1"},
+    **{name: {**env, "GRACE_LEAN_REPLAY": "0"} for name, env in _BASE.items()},
+    # lean replay alone, and with each configuration above
+    "lean": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "0", "GRACE_LEAN_REPLAY": "1"},
+    **{f"{name}-lean": {**env, "GRACE_LEAN_REPLAY": "1"} for name, env in _BASE.items()},
+}
+
+# What a run covers unless told otherwise: stock; each optimization alone and all of them (SCG
+# forced, and deciding freely) with lean replay on; and all of them with it off, the default.
+# A run's CONFIGS picks any configuration above (the single optimizations with lean replay off,
+# for instance).
+RUN_BY_DEFAULT: tuple[str, ...] = (
+    STOCK, "cgct-lean", "pi-ptx-lean", "pi-prelude-lean", "pi-exec-update-lean", "scg-lean", "all-lean",
+    "all-free-lean", "all", "all-free")
 
 OUTCOMES = ("passed", "failed", "errors", "skipped")
 _LOG_LINE = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b.*?(\S+\.py::\S+)|(\S+\.py::\S+)\s.*?\b(PASSED|FAILED|ERROR|SKIPPED)\b")
@@ -264,7 +277,8 @@ def _flaky(stock_failed: dict[str, str], test: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m grace.report.upstream", description=__doc__.splitlines()[0])
-    p.add_argument("--list", action="store_true", help="print the configuration names")
+    p.add_argument("--list", action="store_true", help="print the configurations a run covers by default")
+    p.add_argument("--list-all", action="store_true", help="print every configuration's name")
     p.add_argument("--env", metavar="CONFIGURATION", help="print one configuration's environment")
     p.add_argument("--run-id", default=None, help="default: the run latest.txt names")
     p.add_argument("--also", action="append", default=[], metavar="RUN_ID",
@@ -273,8 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="print the tests stock passed that this configuration failed in the run, one per line")
     p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     args = p.parse_args(argv)
-    if args.list:
-        print(" ".join(CONFIGURATIONS))
+    if args.list or args.list_all:
+        print(" ".join(RUN_BY_DEFAULT if args.list else CONFIGURATIONS))
         return 0
     if args.env:
         try:
