@@ -47,6 +47,7 @@ def test_every_grace_configuration_sets_lean_replay_itself_and_its_lean_twin_dif
     for twin in twins:
         assert configurations[twin] == {**configurations[twin.removesuffix("-lean")], "GRACE_LEAN_REPLAY": "1"}, twin
     assert set(upstream.RUN_BY_DEFAULT) <= set(configurations) and upstream.RUN_BY_DEFAULT[0] == "stock"
+    assert {"cgct", "pi-ptx", "pi-prelude", "pi-exec-update", "scg", "all", "all-free"} <= set(upstream.RUN_BY_DEFAULT)
 
 
 def test_list_prints_what_a_run_covers_by_default_and_list_all_every_configuration(
