@@ -60,7 +60,47 @@ def test_programs_respect_kinds_and_max_steps() -> None:
     assert all(1 <= len(generate(seed, max_steps=1).steps) <= 1 for seed in range(20))
     with pytest.raises(ValueError, match="unknown kind"):
         parse_kinds("pointwise,nope")
-    assert parse_kinds(None) == list(KINDS)
+    assert parse_kinds(None) == programs.default_kinds() == [k for k in KINDS if k != "train_accum"]
+
+
+def test_opt_in_kinds_leave_every_earlier_program_as_it_was() -> None:
+    """A program draws ``train_accum`` only when asked: the default draw, and each kind's
+    module weights, are what they were before it existed (seed 39308002 replays as recorded)."""
+    assert all("train_accum" not in generate(seed).kinds for seed in range(300))
+    program = generate(39308002, max_steps=600)
+    assert (program.kinds, len(program.steps)) == (["cpu_buf", "mutate_buf", "reduction"], 393)
+    defaults = programs.default_kinds()
+    assert len(defaults) == 10
+    assert all(programs.weight_seed(7, k) == 7 * 10 + i for i, k in enumerate(defaults))
+    assert programs.weight_seed(7, "train_accum") not in {programs.weight_seed(s, k) for s in range(100) for k in defaults}
+    assert "train_accum" in generate(3, ["train_accum"]).kinds
+
+
+def _accumulation_program(calls: int) -> Program:
+    program = Program(seed=11, kinds=["train_accum"], width=6, channels=2, spatial=3, hidden=5)
+    program.steps = [programs.Step("train_accum", "fresh", 3, value_seed=i) for i in range(calls)]
+    return program
+
+
+def test_gradient_accumulation_sums_gradients_between_updates_on_both_sides() -> None:
+    """``train_accum`` updates and zeroes the gradients after every third call only; a compiled
+    side whose ``.grad`` holds only its latest call's gradients (what a replay that writes over
+    a stolen gradient buffer leaves) mismatches at the second call of a window."""
+    assert programs.ACCUMULATED_CALLS == 3
+    torch._dynamo.reset()
+    assert _run_with(_accumulation_program(7), lambda model: model)["status"] == "ok"
+
+    def overwriting(model: Any) -> Any:
+        def loss(x: Any) -> Any:
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad.zero_()  # as if this call's backward wrote its gradients over the last ones
+            return model(x)
+        return loss
+
+    result = _run_with(_accumulation_program(7), overwriting)
+    assert (result["status"], result["step"], result["kind"]) == ("mismatch", 1, "train_accum"), result
+    assert ".grad" in result["detail"]
 
 
 def _check_valid(program: Program) -> None:
@@ -105,7 +145,7 @@ def test_programs_are_valid_and_cover_every_mode() -> None:
                 flags[name] += getattr(step, name)
         assert len({s.batch for s in program.steps}) <= 2
     assert seen_modes == set(INPUT_MODES)
-    assert seen_kinds == set(KINDS)
+    assert seen_kinds == set(programs.default_kinds())
     assert seen_scalars == {None, *programs.SCALAR_TYPES}
     assert all(n > 0 for n in flags.values())
 

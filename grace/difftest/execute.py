@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from grace.difftest.programs import KINDS, MADE_BY_HARNESS, Program, Step
+from grace.difftest.programs import ACCUMULATED_CALLS, KINDS, MADE_BY_HARNESS, Program, Step, weight_seed
 
 OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten"
 LR = 0.05  # the training step's SGD update
@@ -152,10 +152,14 @@ def _module_case(module: nn.Module, device: str, compile_fn: Compile, state_name
     return Case(compile_fn(module), eager, states), module, eager
 
 
-def _train_case(program: Program, device: str, compile_fn: Compile) -> Case:
+def _train_case(program: Program, device: str, compile_fn: Compile, accumulate: int = 1) -> Case:
+    """A training step on both sides: the loss, its backward, and the gradients compared after
+    each call; the SGD update and ``zero_grad`` after every ``accumulate``-th call, so that
+    gradients of the calls between sum in ``.grad`` (gradient accumulation) on both sides."""
     model = MLPLoss(program.width, program.hidden).to(device)
     eager_model = copy.deepcopy(model)
     compiled_loss = compile_fn(model)
+    calls = [0]
 
     def train(loss_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         loss = loss_fn(x)
@@ -167,6 +171,9 @@ def _train_case(program: Program, device: str, compile_fn: Compile) -> Case:
         return [(f"{name}.grad", p.grad, q.grad) for (name, p), q in pairs]
 
     def sgd_and_zero_grad() -> None:
+        calls[0] += 1
+        if calls[0] % accumulate:
+            return
         with torch.no_grad():
             for m in (model, eager_model):
                 for p in m.parameters():
@@ -190,7 +197,7 @@ def _cpu_buf_case(program: Program, device: str, compile_fn: Compile) -> Case:
 
 
 def build_case(kind: str, program: Program, device: str, compile_fn: Compile) -> Case:
-    torch.manual_seed(program.seed * len(KINDS) + list(KINDS).index(kind))  # module weights
+    torch.manual_seed(weight_seed(program.seed, kind))  # module weights
     if kind in ("pointwise", "binary", "reduction", "alias", "scale"):
         fn = globals()[kind]
         return Case(compile_fn(fn), fn)
@@ -205,6 +212,8 @@ def build_case(kind: str, program: Program, device: str, compile_fn: Compile) ->
         return _cpu_buf_case(program, device, compile_fn)
     if kind == "train_step":
         return _train_case(program, device, compile_fn)
+    if kind == "train_accum":
+        return _train_case(program, device, compile_fn, accumulate=ACCUMULATED_CALLS)
     raise ValueError(f"unknown kind {kind!r}")
 
 

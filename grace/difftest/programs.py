@@ -40,7 +40,14 @@ KINDS: dict[str, KindInfo] = {
     "scale": KindInfo(1, False, 0, 1e-4),  # x * scale, scale a numpy / Python / 0-d CPU scalar
     "alias": KindInfo(1, False, None, 1e-4, contiguous=True),  # (x.view(-1), x[0]): outputs alias the input
     "mutate_buf": KindInfo(1, False, 0, 1e-3),  # self.buf.add_(x.sum()); x + self.buf
+    # train_step with gradient accumulation: the SGD update and zero_grad after every
+    # ACCUMULATED_CALLS-th call of it, the gradients summed over the calls between
+    "train_accum": KindInfo(1, False, None, 1e-3),
 }
+# Kinds a program draws from only when asked for by name (``--kinds``): a kind added to the
+# default draw would change the program of every earlier seed.
+OPT_IN_KINDS = frozenset({"train_accum"})
+ACCUMULATED_CALLS = 3
 
 # How a step's (first) input is made. "fresh" a new contiguous tensor; "reuse" the tensor an
 # earlier step made; "realloc" that tensor deleted, then a new one of its size allocated (the
@@ -128,10 +135,25 @@ class Program:
         return "\n".join([head, *(f"  {i:>2} {s.describe()}" for i, s in enumerate(self.steps))])
 
 
+def weight_seed(seed: int, kind: str) -> int:
+    """The seed of ``kind``'s module weights in the program of ``seed``: for the default kinds
+    what it has always been (``seed`` times their number, plus the kind's place), for an
+    opt-in kind a range of its own."""
+    defaults = default_kinds()
+    if kind in defaults:
+        return seed * len(defaults) + defaults.index(kind)
+    return 2**40 + seed * len(OPT_IN_KINDS) + sorted(OPT_IN_KINDS).index(kind)
+
+
+def default_kinds() -> list[str]:
+    """The kinds a program draws from unless told otherwise: every kind but the opt-in ones."""
+    return [k for k in KINDS if k not in OPT_IN_KINDS]
+
+
 def parse_kinds(text: str | None) -> list[str]:
-    """``"a,b"`` -> ``["a", "b"]``, checked against KINDS; None or "" -> every kind."""
+    """``"a,b"`` -> ``["a", "b"]``, checked against KINDS; None or "" -> :func:`default_kinds`."""
     if not text:
-        return list(KINDS)
+        return default_kinds()
     kinds = [k.strip() for k in text.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -141,10 +163,10 @@ def parse_kinds(text: str | None) -> list[str]:
 
 def generate(seed: int, kinds: Sequence[str] | None = None, max_steps: int = DEFAULT_MAX_STEPS) -> Program:
     """The program of ``seed``: between half of ``max_steps`` and ``max_steps`` calls to one to
-    four of ``kinds`` (default: all)."""
+    four of ``kinds`` (default: :func:`default_kinds`)."""
     if max_steps < 1:
         raise ValueError("max_steps must be at least 1")
-    allowed = sorted(kinds if kinds is not None else KINDS)
+    allowed = sorted(kinds if kinds is not None else default_kinds())
     rng = random.Random(seed)
     program = Program(
         seed=seed,

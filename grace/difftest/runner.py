@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
-from grace.difftest.programs import DEFAULT_MAX_STEPS, KINDS
+from grace.difftest.programs import DEFAULT_MAX_STEPS, default_kinds
 from grace.paths import REPO_ROOT
 from grace.report import upstream
 
@@ -85,7 +85,7 @@ def child_args(seed: int, settings: Settings) -> list[str]:
     args = ["run-one", "--seed", str(seed), "--device", settings.device]
     if settings.max_steps != DEFAULT_MAX_STEPS:
         args += ["--max-steps", str(settings.max_steps)]
-    if settings.kinds is not None and list(settings.kinds) != list(KINDS):
+    if settings.kinds is not None and list(settings.kinds) != default_kinds():
         args += ["--kinds", ",".join(settings.kinds)]
     if settings.backend != "inductor":
         args += ["--backend", settings.backend]
