@@ -73,6 +73,12 @@ lean_replay: bool = Config(default=False, env_name_default="GRACE_LEAN_REPLAY")
 # stock (grace.stale_outputs); stock lets it read what the next graph wrote there, silently.
 stale_outputs_raise: bool = Config(default=True, env_name_default="GRACE_STALE_OUTPUTS_RAISE")
 
+# With any switch on: a backward CUDA graph's outputs are copied into .grad by autograd instead
+# of adopted as it (grace.grad_copies), so that gradients accumulated across steps sum; stock
+# adopts them, and its next replay writes over .grad. Costs one copy of each gradient that reaches
+# a parameter without one. Off by default until measured on the GPU.
+copy_grads: bool = Config(default=False, env_name_default="GRACE_COPY_GRADS")
+
 # Inductor autotunes each Triton kernel only among configurations whose compiled form does not
 # load a pointer it also stores in another layout, or, where every one does, among race-free
 # variants of them (grace.layout_race): Triton 3.6 compiles some small in-place reductions so

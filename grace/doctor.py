@@ -81,7 +81,11 @@ def report() -> tuple[list[str], bool]:
 
         guard = "on" if config.stale_outputs_raise and hardened() else "off"
         kernels = "on" if config.race_free_kernels else "off"
-        lines.append(f"safety     stale-output guard {guard}; race-free kernel configurations {kernels}")
+        from grace.grad_copies import copies_grads
+
+        grads = "copied" if copies_grads() else "adopted (stock)"
+        lines.append(f"safety     stale-output guard {guard}; race-free kernel configurations {kernels}; "
+                     f"backward outputs {grads} as .grad")
         from grace.pi.plan import PRELUDE, STRATEGIES
         from grace.pi.table import WRITES
 

@@ -65,6 +65,7 @@ from torch._inductor.cudagraph_trees import is_live
 from grace.tree_liveness import CachedOutputLiveness
 
 getrefcount = sys.getrefcount
+_is_cached_tensor = torch._C._is_cached_tensor
 
 
 class StaleOutputGuard:
@@ -201,12 +202,14 @@ def _swap_cached_output(held: Any) -> Any:
     ``detach`` makes a new ``TensorImpl`` on the same storage, sharing the version counter, as
     stock's handing out of the same tensor does: the node's weak reference to that storage, its
     liveness test (which reads the cache by index, and whose use count at making matches: one
-    Python object and the cached-tensor registry) and the graph's memory are unchanged. The
-    held one leaves the registry; marking it later releases only its own reference to the
-    storage."""
+    Python object; the registry holds a weak reference) and the graph's memory are unchanged.
+    Where the held one is in the cached-tensor registry (a backward graph's outputs are not,
+    with :mod:`grace.grad_copies` on), it leaves it and the new one takes its place; marking it
+    later releases only its own reference to the storage."""
     fresh = held.detach()
-    torch._C._remove_cached_tensor(held)
-    torch._C._add_cached_tensor(fresh)
+    if _is_cached_tensor(held):
+        torch._C._remove_cached_tensor(held)
+        torch._C._add_cached_tensor(fresh)
     return fresh
 
 

@@ -1,0 +1,90 @@
+"""A backward graph's outputs copied into ``.grad`` rather than adopted (grace.grad_copies).
+
+The tree's part is made on the CPU as the node makes it: one cached tensor per output, kept in
+the node's list, registered (or not) as a cached tensor, rewritten in place by every replay and
+handed out again; autograd's ``AccumulateGrad`` is torch's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import grace.config  # noqa: E402
+from grace.grad_copies import copies_grads, register_cached_output  # noqa: E402
+
+_OFF = {"cgct": False, "pi": False, "scg": False, "lean_replay": False}
+
+
+def _accumulated_grads(backward_registered: bool) -> list[float]:
+    """``.grad`` after each of three backwards that accumulate (1, then 2, then 3), where the
+    backward hands out one cached output that it rewrites in place, as a replayed graph does."""
+    torch._C._set_cached_tensors_enabled(True)
+    cache = [torch.empty(4)]  # the node's list
+    if backward_registered:
+        torch._C._add_cached_tensor(cache[0])
+
+    class Replay(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, w: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return (w * x).sum()
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            cache[0].copy_(g * x)  # the graph writes its output where it always does
+            return cache[0], None
+
+    w = torch.zeros(4, requires_grad=True)
+    seen = []
+    try:
+        for value in (1.0, 2.0, 3.0):
+            Replay.apply(w, torch.full((4,), value)).backward()
+            seen.append(float(w.grad[0]))
+    finally:
+        torch._C._remove_cached_tensor(cache[0])
+    return seen
+
+
+def test_an_adopted_backward_output_loses_accumulated_gradients_and_a_copied_one_sums_them() -> None:
+    """Stock registers the output, ``AccumulateGrad`` adopts it, and the second backward writes
+    over the first one's gradients (2 + 2 where 1 + 2 is right); unregistered, it is copied."""
+    assert _accumulated_grads(backward_registered=True)[:2] == [1.0, 4.0]
+    assert _accumulated_grads(backward_registered=False) == [1.0, 3.0, 6.0]
+
+
+@pytest.mark.parametrize(("switches", "backward", "registered"), [
+    ({**_OFF, "cgct": True, "copy_grads": True}, True, False),
+    ({**_OFF, "cgct": True, "copy_grads": True}, False, True),  # forward and inference graphs: stock's
+    ({**_OFF, "cgct": True, "copy_grads": False}, True, True),
+    ({**_OFF, "copy_grads": True}, True, True),  # every GraCE switch off: stock's
+])
+def test_only_a_backward_graphs_outputs_stay_unregistered_and_only_with_the_switch(
+        switches: dict[str, bool], backward: bool, registered: bool) -> None:
+    torch._C._set_cached_tensors_enabled(True)
+    out = torch.empty(4)
+    with grace.config.patch(**switches):
+        assert copies_grads() is (switches["copy_grads"] and switches["cgct"])
+        register_cached_output(out, backward)
+    try:
+        assert torch._C._is_cached_tensor(out) is registered
+    finally:
+        torch._C._remove_cached_tensor(out)
+
+
+def test_the_stale_output_guard_keeps_a_backward_outputs_registration_as_it_swaps_it() -> None:
+    """A held output is swapped for a new tensor on its storage where a path ends: the new one
+    is registered exactly where the old one was."""
+    from grace.stale_outputs import _swap_cached_output
+
+    torch._C._set_cached_tensors_enabled(True)
+    registered, unregistered = torch.empty(4), torch.empty(4)
+    torch._C._add_cached_tensor(registered)
+    fresh = _swap_cached_output(registered)
+    assert torch._C._is_cached_tensor(fresh) and not torch._C._is_cached_tensor(registered)
+    assert not torch._C._is_cached_tensor(_swap_cached_output(unregistered))
+    torch._C._remove_cached_tensor(fresh)
