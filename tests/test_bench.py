@@ -586,3 +586,9 @@ def test_the_no_guard_mode_turns_only_the_guard_off_and_grace_leaves_it_to_the_c
     grace, no_guard = MODES["grace"].env, MODES["grace-no-guard"].env
     assert no_guard == {**grace, "GRACE_STALE_OUTPUTS_RAISE": "0"}
     assert "GRACE_STALE_OUTPUTS_RAISE" not in grace, "grace@TREE keeps that checkout's default"
+
+
+def test_the_copy_grads_mode_turns_only_gradient_copies_on() -> None:
+    grace, copying = MODES["grace"].env, MODES["grace-copy-grads"].env
+    assert copying == {**grace, "GRACE_COPY_GRADS": "1"}
+    assert "GRACE_COPY_GRADS" not in grace, "grace@TREE keeps that checkout's default"

@@ -29,14 +29,16 @@ class Mode:
 
 
 def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx", lean: bool = False,
-           guard: bool = True) -> dict[str, str]:
+           guard: bool = True, copy_grads: bool = False) -> dict[str, str]:
     flag = {True: "1", False: "0"}
     env = {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
            "GRACE_PI_STRATEGY": pi_strategy, "GRACE_LEAN_REPLAY": flag[lean]}
+    # the guard and gradient copies are set only away from their defaults: a MODE@TREE worker
+    # takes this environment, and an earlier checkout keeps its own defaults for them
     if not guard:
-        # set only to turn it off: a MODE@TREE worker takes this environment, and an earlier
-        # checkout must keep its own default for the guard
         env["GRACE_STALE_OUTPUTS_RAISE"] = "0"
+    if copy_grads:
+        env["GRACE_COPY_GRADS"] = "1"
     return env
 
 
@@ -58,6 +60,9 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     # GraCE without the stale-output guard (grace.config.stale_outputs_raise), to measure the
     # guard's cost on the replay path interleaved with GraCE in one run
     Mode("grace-no-guard", "GraCE, no stale-output guard", "reduce-overhead", env=_grace(True, True, True, guard=False)),
+    # GraCE with a backward graph's outputs copied into .grad (grace.config.copy_grads), to
+    # measure the copies' cost on training workloads interleaved with GraCE in one run
+    Mode("grace-copy-grads", "GraCE, gradients copied", "reduce-overhead", env=_grace(True, True, True, copy_grads=True)),
 )}
 
 # The paper's Figures 10 and 11.

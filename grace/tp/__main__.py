@@ -89,7 +89,8 @@ def running_switches() -> dict[str, str]:
     return {"GRACE_DISABLE": flag[_autoload.installed() is None], "GRACE_CGCT": flag[bool(config.cgct)],
             "GRACE_PI": flag[bool(config.pi)], "GRACE_SCG": flag[bool(config.scg)],
             "GRACE_PI_STRATEGY": str(config.pi_strategy), "GRACE_LEAN_REPLAY": flag[bool(config.lean_replay)],
-            "GRACE_STALE_OUTPUTS_RAISE": flag[bool(config.stale_outputs_raise)]}
+            "GRACE_STALE_OUTPUTS_RAISE": flag[bool(config.stale_outputs_raise)],
+            "GRACE_COPY_GRADS": flag[bool(config.copy_grads)]}
 
 
 def switch_mismatch(name: str, running: dict[str, str]) -> list[str]:
