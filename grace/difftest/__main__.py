@@ -24,14 +24,15 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from grace.difftest.programs import DEFAULT_MAX_STEPS, generate, parse_kinds
+from grace.difftest.programs import DEFAULT_MAX_STEPS, OPT_IN_KINDS, generate, parse_kinds
 from grace.difftest.runner import CONFIGURATIONS, RUN_BY_DEFAULT
 
 
 def _program_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS,
                    help="calls per program at most (default: %(default)s)")
-    p.add_argument("--kinds", default=None, help="comma-separated function kinds (default: all but the opt-in train_accum)")
+    p.add_argument("--kinds", default=None, help="comma-separated function kinds (default: all but the opt-in "
+                                                 f"{', '.join(sorted(OPT_IN_KINDS))})")
 
 
 def _device_options(p: argparse.ArgumentParser) -> None:

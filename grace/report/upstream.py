@@ -62,8 +62,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
 # and deciding freely), lean replay alone and with all of them. A run's CONFIGS picks any
 # configuration above: the other "-lean" twins are what lean replay must also pass before it is
 # on by default.
-RUN_BY_DEFAULT: tuple[str, ...] = (
-    STOCK, "cgct", "pi-ptx", "pi-prelude", "pi-exec-update", "scg", "all", "all-free", "lean", "all-lean")
+RUN_BY_DEFAULT: tuple[str, ...] = (STOCK, *_BASE, "lean", "all-lean")
 
 OUTCOMES = ("passed", "failed", "errors", "skipped")
 _LOG_LINE = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b.*?(\S+\.py::\S+)|(\S+\.py::\S+)\s.*?\b(PASSED|FAILED|ERROR|SKIPPED)\b")
