@@ -2,40 +2,53 @@
 
 Design note
 -----------
-From its first replay on, a CUDA graph node hands out one cached tensor per output on every
-replay, and registers each as a cached tensor (``torch._C._add_cached_tensor``) so that autograd
-does not count the tree's own reference to it. Where a parameter has no gradient yet,
-``AccumulateGrad`` then adopts a backward graph's output as ``.grad``: a tensor over the graph's
-memory, no copy. The next replay of that backward writes its gradients into the same memory,
-and ``AccumulateGrad`` adds them to a ``.grad`` that already holds them. Gradients kept across
-steps (gradient accumulation) come out as twice the last step's instead of the sum, silently.
-``zero_grad(set_to_none=True)`` before every replay hides it.
+``AccumulateGrad`` adopts a gradient as a parameter's ``.grad``, without a copy, where the
+parameter has none yet and nothing else references the gradient's ``TensorImpl``
+(``at::caching::adjusted_use_count``, which leaves out the cached-tensor registry's own
+reference). A CUDA graph tree's outputs pass that test: a node's cached outputs are registered
+as cached tensors (``torch._C._add_cached_tensor``), and an output the node does not cache (one
+sharing storage with another output, say) is a new tensor on every replay that nothing else
+holds. ``.grad`` is then a tensor over the graph's memory. The next replay of that backward
+writes its gradients into the same memory, and ``AccumulateGrad`` adds them to a ``.grad`` that
+already holds them: gradients kept across steps (gradient accumulation) come out as twice the
+last step's instead of the sum, silently (pytorch/pytorch#96693).
+``zero_grad(set_to_none=True)`` before every backward hides it.
 
-With :func:`copies_grads`, a backward graph's cached outputs are not registered: the tree's
-reference counts, ``AccumulateGrad`` copies the output into a ``.grad`` of its own, and
-accumulation sums. Invariants:
+With :func:`copies_grads`, ``AccumulateGrad`` sees a reference it does not count on every
+output of a backward graph, and copies. Invariants:
 
-1. Only the cached outputs of backward graphs change; forward and inference graphs register
-   theirs as stock does.
-2. Registration is all that changes. The tree's liveness tests read Python and ``TensorImpl``
-   counts, which the registry does not move; removing a tensor that was never registered is a
-   no-op, so the tree's own clean-up needs no change.
+1. A node's cached outputs of a backward graph are not registered: the node's own reference to
+   them counts (:func:`register_cached_output`). Forward and inference graphs register theirs
+   as stock does.
+2. Every output a call of a backward graph returns, cached or not, warm-up, recording or replay,
+   is referenced by :class:`BackwardOutputHold` until autograd's backward pass ends (an engine
+   callback), so that the reference counts while ``AccumulateGrad`` runs and not after: the
+   outputs die when the pass ends as copied gradients' sources do, and the tree's liveness
+   tests see the same thing at a recording and at its replays. A pass that raised runs no
+   callback: the next call outside a backward pass releases what it held.
 3. The cost is autograd's own where it cannot adopt: one copy of each gradient that reaches a
-   parameter without one, and an out-of-place sum where two gradients for one tensor meet.
-4. Outputs of a warm-up or a recording are handed out before any node caches them, and
-   ``AccumulateGrad`` still adopts those. Where their path ends the tree marks that memory, so
-   an accumulation across it raises the tree's overwritten-output error, as in stock.
-5. On only with :func:`grace.trees.hardened` and ``grace.config.copy_grads``, as the node
-   caches its outputs; otherwise registration is stock's.
+   parameter without one, and an out-of-place sum where two gradients for one tensor meet;
+   besides, per backward call, one list and one engine callback. A call of a backward graph
+   outside autograd's engine (no backward pass to end) holds nothing, and its outputs are
+   adopted as in stock; that is logged once.
+4. The tree's liveness tests read Python and ``TensorImpl`` counts, which the registry does not
+   move; removing a tensor that was never registered is a no-op, so the tree's own clean-up
+   needs no change.
+5. On only with :func:`grace.trees.hardened` and ``grace.config.copy_grads``, as the tree and
+   its nodes are made; otherwise registration is stock's and the manager holds nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, Sequence
+
+from grace.log import get_logger
+
+_log = get_logger("grace.grad_copies")
 
 
 def copies_grads() -> bool:
-    """Whether backward graphs' cached outputs stay unregistered (invariant 5)."""
+    """Whether backward graphs' outputs are copied into ``.grad`` (invariant 5)."""
     from grace import config
     from grace.trees import hardened
 
@@ -44,9 +57,61 @@ def copies_grads() -> bool:
 
 def register_cached_output(output: Any, backward: bool) -> None:
     """``CUDAGraphNode._initialize_cached_tensors``' registration of one cached output of a node
-    of a ``backward`` graph or not: stock's, but for a backward's with :func:`copies_grads`."""
+    of a ``backward`` graph or not: stock's, but for a backward's with :func:`copies_grads`
+    (invariant 1)."""
     import torch
 
     if backward and copies_grads():
         return
     torch._C._add_cached_tensor(output)
+
+
+class BackwardOutputHold:
+    """The outputs of the backward graphs that the backward pass in progress called, referenced
+    until it ends (invariant 2). ``CUDAGraphTreeManager.run`` calls :meth:`before_call` as a
+    call begins and hands each backward call's outputs to :meth:`hold`."""
+
+    def __init__(self) -> None:
+        self._held: list[list[Any]] = []
+        self._task = -1  # autograd's graph task whose end releases _held; -1: none
+        self._outside_engine_logged = False
+
+    def before_call(self) -> None:
+        """Outside a backward pass, drop what a pass that raised left held (autograd runs no
+        callback of a pass that raised)."""
+        if self._held:
+            import torch
+
+            if torch._C._current_graph_task_id() == -1:
+                self._release()
+
+    def hold(self, outputs: Sequence[Any]) -> None:
+        """Reference ``outputs`` until the backward pass in progress ends."""
+        import torch
+
+        task = torch._C._current_graph_task_id()
+        if task == -1:  # not inside a backward pass: nothing will end it
+            if not self._outside_engine_logged:
+                self._outside_engine_logged = True
+                _log.info("gradient copies: a backward graph ran outside autograd's engine; its "
+                          "outputs are not held and autograd may adopt them, as in stock")
+            return
+        if task != self._task:
+            self._held.clear()
+            torch.autograd.Variable._execution_engine.queue_callback(self._release)
+            self._task = task
+        self._held.append(list(outputs))
+
+    def _release(self) -> None:
+        self._held.clear()
+        self._task = -1
+
+    @property
+    def held_calls(self) -> int:
+        """How many backward calls' outputs are referenced now (0 between backward passes)."""
+        return len(self._held)
+
+
+def backward_output_hold() -> Optional[BackwardOutputHold]:
+    """The manager's hold as the tree is made: one with :func:`copies_grads`, else None."""
+    return BackwardOutputHold() if copies_grads() else None

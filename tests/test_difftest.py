@@ -76,6 +76,15 @@ def test_opt_in_kinds_leave_every_earlier_program_as_it_was() -> None:
     assert "train_accum" in generate(3, ["train_accum"]).kinds
 
 
+def test_an_opt_in_kind_named_is_in_every_program_and_called() -> None:
+    """``--kinds train_accum,pointwise`` runs gradient accumulation in every program, where a
+    draw of one to four kinds alone would leave it out of some."""
+    for seed in range(1, 40):
+        program = generate(seed, ["train_accum", "pointwise"], max_steps=40)
+        assert "train_accum" in program.kinds
+        assert any(step.kind == "train_accum" for step in program.steps), seed
+
+
 def _accumulation_program(calls: int) -> Program:
     program = Program(seed=11, kinds=["train_accum"], width=6, channels=2, spatial=3, hidden=5)
     program.steps = [programs.Step("train_accum", "fresh", 3, value_seed=i) for i in range(calls)]

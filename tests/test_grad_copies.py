@@ -88,3 +88,103 @@ def test_the_stale_output_guard_keeps_a_backward_outputs_registration_as_it_swap
     assert torch._C._is_cached_tensor(fresh) and not torch._C._is_cached_tensor(registered)
     assert not torch._C._is_cached_tensor(_swap_cached_output(unregistered))
     torch._C._remove_cached_tensor(fresh)
+
+
+def _accumulated_grads_of_uncached_output(hold: Any) -> list[float]:
+    """``.grad`` after three backwards that accumulate, where the backward returns a new tensor
+    over one storage it rewrites in place, as a node does with an output it does not cache, and
+    hands it to ``hold`` (None: nothing references it) as the tree manager does."""
+    storage = torch.empty(4)
+
+    class Replay(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, w: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return (w * x).sum()
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            storage.copy_(g * x)
+            out = torch.empty(0).set_(storage.untyped_storage(), 0, (4,), (1,))
+            if hold is not None:
+                hold.hold([out])
+            return out, None
+
+    w = torch.zeros(4, requires_grad=True)
+    seen = []
+    for value in (1.0, 2.0, 3.0):
+        Replay.apply(w, torch.full((4,), value)).backward()
+        seen.append(float(w.grad[0]))
+        assert hold is None or hold.held_calls == 0  # let go as the pass ended
+    return seen
+
+
+def test_an_uncached_output_is_adopted_unless_held_until_the_backward_pass_ends() -> None:
+    """Unregistered is not enough for an output the node makes anew on every replay: nothing
+    references it, so ``AccumulateGrad`` adopts it (1, then 2 + 2); held through the pass, it
+    is copied and accumulation sums (1, 3, 6)."""
+    from grace.grad_copies import BackwardOutputHold
+
+    assert _accumulated_grads_of_uncached_output(None)[:2] == [1.0, 4.0]
+    assert _accumulated_grads_of_uncached_output(BackwardOutputHold()) == [1.0, 3.0, 6.0]
+
+
+def test_what_a_backward_pass_that_raised_held_is_let_go_at_the_next_call_outside_one() -> None:
+    """Autograd runs no callback of a pass that raised: the outputs stay referenced until
+    ``before_call`` outside a backward pass, and a call inside one keeps them."""
+    from grace.grad_copies import BackwardOutputHold
+
+    hold = BackwardOutputHold()
+    inside: list[int] = []
+
+    class Held(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            hold.hold([g * 2])
+            hold.before_call()  # a forward inside the pass (a checkpoint's recomputation)
+            inside.append(hold.held_calls)
+            return g * 2
+
+    class Raises(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            raise ValueError("a backward that raises")
+
+    w = torch.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError):  # Held's backward runs first, then Raises' raises
+        Held.apply(Raises.apply(w)).sum().backward()
+    assert inside == [1] and hold.held_calls == 1
+    hold.before_call()
+    assert hold.held_calls == 0
+
+
+def test_a_backward_graph_called_outside_autograds_engine_is_not_held(caplog: Any) -> None:
+    from grace.grad_copies import BackwardOutputHold
+
+    hold = BackwardOutputHold()
+    with caplog.at_level("INFO", logger="grace"):
+        hold.hold([torch.ones(2)])
+        hold.hold([torch.ones(2)])
+    assert hold.held_calls == 0
+    assert sum("outside autograd's engine" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize(("switches", "made"), [
+    ({**_OFF, "cgct": True, "copy_grads": True}, True),
+    ({**_OFF, "cgct": True, "copy_grads": False}, False),
+    ({**_OFF, "copy_grads": True}, False),  # every GraCE switch off: stock's
+])
+def test_the_manager_holds_backward_outputs_only_with_the_switch(switches: dict[str, bool], made: bool) -> None:
+    from grace.grad_copies import backward_output_hold
+
+    with grace.config.patch(**switches):
+        assert (backward_output_hold() is not None) is made

@@ -163,14 +163,16 @@ def parse_kinds(text: str | None) -> list[str]:
 
 def generate(seed: int, kinds: Sequence[str] | None = None, max_steps: int = DEFAULT_MAX_STEPS) -> Program:
     """The program of ``seed``: between half of ``max_steps`` and ``max_steps`` calls to one to
-    four of ``kinds`` (default: :func:`default_kinds`)."""
+    four of ``kinds`` (default: :func:`default_kinds`), and to every opt-in kind ``kinds`` names,
+    which is named to be run."""
     if max_steps < 1:
         raise ValueError("max_steps must be at least 1")
     allowed = sorted(kinds if kinds is not None else default_kinds())
     rng = random.Random(seed)
+    drawn = rng.sample(allowed, k=rng.randint(1, min(4, len(allowed))))
     program = Program(
         seed=seed,
-        kinds=sorted(rng.sample(allowed, k=rng.randint(1, min(4, len(allowed))))),
+        kinds=sorted(set(drawn) | (OPT_IN_KINDS & set(allowed))),
         width=rng.randint(4, 32), channels=rng.randint(2, 4), spatial=rng.randint(3, 6),
         hidden=rng.randint(4, 16))
     batches = rng.sample(range(2, 9), k=2)  # the usual batch, and the occasional other one

@@ -10,7 +10,7 @@ in a CUDA graph pool. The first windows warm up and record the graphs; the later
 them.
 
 Where autograd adopts a replayed backward's output as ``.grad``, the next replay writes over it
-(``grace.grad_copies``): stock is expected to differ from the second micro-step of a replayed
+(``grace.grad_copies``): stock differs from the second micro-step of a replayed
 window on; with ``GRACE_COPY_GRADS=1`` every ``.grad`` is autograd's own copy.
 
     GRACE_DISABLE=1 python scripts/probes/grad_accumulation.py      # stock
