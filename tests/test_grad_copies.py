@@ -7,7 +7,7 @@ handed out again; autograd's ``AccumulateGrad`` is torch's own.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -19,13 +19,9 @@ from grace.grad_copies import copies_grads, register_cached_output  # noqa: E402
 _OFF = {"cgct": False, "pi": False, "scg": False, "lean_replay": False}
 
 
-def _accumulated_grads(backward_registered: bool) -> list[float]:
+def _accumulate(backward_output: Callable[[Any], Any]) -> list[float]:
     """``.grad`` after each of three backwards that accumulate (1, then 2, then 3), where the
-    backward hands out one cached output that it rewrites in place, as a replayed graph does."""
-    torch._C._set_cached_tensors_enabled(True)
-    cache = [torch.empty(4)]  # the node's list
-    if backward_registered:
-        torch._C._add_cached_tensor(cache[0])
+    backward's gradient is what ``backward_output`` makes of the values the graph computed."""
 
     class Replay(torch.autograd.Function):
         @staticmethod
@@ -36,18 +32,32 @@ def _accumulated_grads(backward_registered: bool) -> list[float]:
         @staticmethod
         def backward(ctx: Any, g: Any) -> Any:
             (x,) = ctx.saved_tensors
-            cache[0].copy_(g * x)  # the graph writes its output where it always does
-            return cache[0], None
+            return backward_output(g * x), None
 
     w = torch.zeros(4, requires_grad=True)
     seen = []
+    for value in (1.0, 2.0, 3.0):
+        Replay.apply(w, torch.full((4,), value)).backward()
+        seen.append(float(w.grad[0]))
+    return seen
+
+
+def _accumulated_grads(backward_registered: bool) -> list[float]:
+    """:func:`_accumulate` where the backward hands out one cached output that it rewrites in
+    place, as a replayed graph does."""
+    torch._C._set_cached_tensors_enabled(True)
+    cache = [torch.empty(4)]  # the node's list
+    if backward_registered:
+        torch._C._add_cached_tensor(cache[0])
+
+    def cached_output(values: Any) -> Any:
+        cache[0].copy_(values)  # the graph writes its output where it always does
+        return cache[0]
+
     try:
-        for value in (1.0, 2.0, 3.0):
-            Replay.apply(w, torch.full((4,), value)).backward()
-            seen.append(float(w.grad[0]))
+        return _accumulate(cached_output)
     finally:
         torch._C._remove_cached_tensor(cache[0])
-    return seen
 
 
 def test_an_adopted_backward_output_loses_accumulated_gradients_and_a_copied_one_sums_them() -> None:
@@ -91,32 +101,20 @@ def test_the_stale_output_guard_keeps_a_backward_outputs_registration_as_it_swap
 
 
 def _accumulated_grads_of_uncached_output(hold: Any) -> list[float]:
-    """``.grad`` after three backwards that accumulate, where the backward returns a new tensor
-    over one storage it rewrites in place, as a node does with an output it does not cache, and
-    hands it to ``hold`` (None: nothing references it) as the tree manager does."""
+    """:func:`_accumulate` where the backward returns a new tensor over one storage it rewrites
+    in place, as a node does with an output it does not cache, and hands it to ``hold`` (None:
+    nothing references it) as the tree manager does; ``hold`` lets go as each pass ends."""
     storage = torch.empty(4)
 
-    class Replay(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, w: Any, x: Any) -> Any:
-            ctx.save_for_backward(x)
-            return (w * x).sum()
+    def uncached_output(values: Any) -> Any:
+        storage.copy_(values)
+        out = torch.empty(0).set_(storage.untyped_storage(), 0, (4,), (1,))
+        if hold is not None:
+            hold.hold([out])
+        return out
 
-        @staticmethod
-        def backward(ctx: Any, g: Any) -> Any:
-            (x,) = ctx.saved_tensors
-            storage.copy_(g * x)
-            out = torch.empty(0).set_(storage.untyped_storage(), 0, (4,), (1,))
-            if hold is not None:
-                hold.hold([out])
-            return out, None
-
-    w = torch.zeros(4, requires_grad=True)
-    seen = []
-    for value in (1.0, 2.0, 3.0):
-        Replay.apply(w, torch.full((4,), value)).backward()
-        seen.append(float(w.grad[0]))
-        assert hold is None or hold.held_calls == 0  # let go as the pass ended
+    seen = _accumulate(uncached_output)
+    assert hold is None or hold.held_calls == 0
     return seen
 
 
