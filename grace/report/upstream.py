@@ -36,10 +36,11 @@ STOCK = "stock"
 # Each configuration's environment. SCG's decisions are forced to "graph" wherever SCG is on,
 # except in the "-free" configurations, so that every test records what it expects recorded and
 # still goes through SCG's profiling on private trees; the "-free" ones show what SCG's own
-# keep-out changes. Every GraCE configuration sets lean replay (grace.config.lean_replay) itself,
-# on in its "-lean" twin and off otherwise, so that a change of that switch's default changes no
-# configuration.
-_GRACE_ON = {"GRACE_DISABLE": "0"}
+# keep-out changes. Every GraCE configuration sets lean replay (grace.config.lean_replay) and
+# gradient copies (grace.config.copy_grads) itself, lean replay on in its "-lean" twin, gradient
+# copies in "all-copy", both off otherwise, so that a change of either switch's default changes
+# no configuration.
+_GRACE_ON = {"GRACE_DISABLE": "0", "GRACE_COPY_GRADS": "0"}
 _BASE: dict[str, dict[str, str]] = {
     "cgct": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "0", "GRACE_SCG": "0"},
     "pi-ptx": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "1", "GRACE_SCG": "0", "GRACE_PI_STRATEGY": "ptx"},
@@ -56,6 +57,8 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     # lean replay alone, and with each configuration above
     "lean": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "0", "GRACE_LEAN_REPLAY": "1"},
     **{f"{name}-lean": {**env, "GRACE_LEAN_REPLAY": "1"} for name, env in _BASE.items()},
+    # every switch, with a backward graph's outputs copied into .grad (grace.grad_copies)
+    "all-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "0", "GRACE_COPY_GRADS": "1"},
 }
 
 # What a run covers unless told otherwise: stock, each optimization alone, all of them (SCG forced,
