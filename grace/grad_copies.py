@@ -40,6 +40,7 @@ output of a backward graph, and copies. Invariants:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Optional, Sequence
 
 from grace.log import get_logger
@@ -67,23 +68,24 @@ def register_cached_output(output: Any, backward: bool) -> None:
 
 
 class BackwardOutputHold:
-    """The outputs of the backward graphs that the backward pass in progress called, referenced
-    until it ends (invariant 2). ``CUDAGraphTreeManager.run`` calls :meth:`before_call` as a
-    call begins and hands each backward call's outputs to :meth:`hold`."""
+    """The outputs of the backward graphs that each backward pass in progress called, referenced
+    until that pass ends (invariant 2). ``CUDAGraphTreeManager.run`` calls :meth:`before_call` as
+    a call begins and hands each backward call's outputs to :meth:`hold`. Passes are told apart
+    by autograd's graph task, so a pass nested in another (a reentrant checkpoint's) lets go of
+    its own outputs only."""
 
     def __init__(self) -> None:
-        self._held: list[list[Any]] = []
-        self._task = -1  # autograd's graph task whose end releases _held; -1: none
+        self._held: dict[int, list[list[Any]]] = {}  # autograd graph task -> its calls' outputs
         self._outside_engine_logged = False
 
     def before_call(self) -> None:
-        """Outside a backward pass, drop what a pass that raised left held (autograd runs no
+        """Outside a backward pass, drop what passes that raised left held (autograd runs no
         callback of a pass that raised)."""
         if self._held:
             import torch
 
             if torch._C._current_graph_task_id() == -1:
-                self._release()
+                self._held.clear()
 
     def hold(self, outputs: Sequence[Any]) -> None:
         """Reference ``outputs`` until the backward pass in progress ends."""
@@ -96,20 +98,19 @@ class BackwardOutputHold:
                 _log.info("gradient copies: a backward graph ran outside autograd's engine; its "
                           "outputs are not held and autograd may adopt them, as in stock")
             return
-        if task != self._task:
-            self._held.clear()
-            torch.autograd.Variable._execution_engine.queue_callback(self._release)
-            self._task = task
-        self._held.append(list(outputs))
+        held = self._held.get(task)
+        if held is None:
+            held = self._held[task] = []
+            torch.autograd.Variable._execution_engine.queue_callback(partial(self._release, task))
+        held.append(list(outputs))
 
-    def _release(self) -> None:
-        self._held.clear()
-        self._task = -1
+    def _release(self, task: int) -> None:
+        self._held.pop(task, None)
 
     @property
     def held_calls(self) -> int:
         """How many backward calls' outputs are referenced now (0 between backward passes)."""
-        return len(self._held)
+        return sum(len(calls) for calls in self._held.values())
 
 
 def backward_output_hold() -> Optional[BackwardOutputHold]:

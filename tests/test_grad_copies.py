@@ -186,3 +186,39 @@ def test_the_manager_holds_backward_outputs_only_with_the_switch(switches: dict[
 
     with grace.config.patch(**switches):
         assert (backward_output_hold() is not None) is made
+
+
+def test_a_backward_pass_nested_in_another_lets_go_of_its_own_outputs_only() -> None:
+    """A reentrant backward (``torch.autograd.grad`` inside a backward) ends first: what the
+    outer pass held stays referenced until the outer pass ends."""
+    from grace.grad_copies import BackwardOutputHold
+
+    hold = BackwardOutputHold()
+    seen: list[int] = []
+
+    class Inner(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            hold.hold([g * 2])
+            return g * 2
+
+    class Outer(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 3
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            hold.hold([g * 3])
+            with torch.enable_grad():
+                v = torch.ones(2, requires_grad=True)
+                torch.autograd.grad(Inner.apply(v).sum(), v)  # a nested pass: holds, then ends
+            seen.append(hold.held_calls)  # the outer pass's call only
+            return g * 3
+
+    Outer.apply(torch.zeros(2, requires_grad=True)).sum().backward()
+    assert seen == [1] and hold.held_calls == 0
