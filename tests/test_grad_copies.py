@@ -128,6 +128,23 @@ def test_an_uncached_output_is_adopted_unless_held_until_the_backward_pass_ends(
     assert _accumulated_grads_of_uncached_output(BackwardOutputHold()) == [1.0, 3.0, 6.0]
 
 
+def _doubling(backward: Callable[[Any], None]) -> Any:
+    """``x * 2`` whose backward calls ``backward(g)`` first (the tree's part, say), then returns
+    ``g * 2``."""
+
+    class Doubling(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            backward(g)
+            return g * 2
+
+    return Doubling
+
+
 def test_what_a_backward_pass_that_raised_held_is_let_go_at_the_next_call_outside_one() -> None:
     """Autograd runs no callback of a pass that raised: the outputs stay referenced until
     ``before_call`` outside a backward pass, and a call inside one keeps them."""
@@ -136,26 +153,15 @@ def test_what_a_backward_pass_that_raised_held_is_let_go_at_the_next_call_outsid
     hold = BackwardOutputHold()
     inside: list[int] = []
 
-    class Held(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            return x * 2
+    def held(g: Any) -> None:
+        hold.hold([g * 2])
+        hold.before_call()  # a forward inside the pass (a checkpoint's recomputation)
+        inside.append(hold.held_calls)
 
-        @staticmethod
-        def backward(ctx: Any, g: Any) -> Any:
-            hold.hold([g * 2])
-            hold.before_call()  # a forward inside the pass (a checkpoint's recomputation)
-            inside.append(hold.held_calls)
-            return g * 2
+    def raises(g: Any) -> None:
+        raise ValueError("a backward that raises")
 
-    class Raises(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            return x * 2
-
-        @staticmethod
-        def backward(ctx: Any, g: Any) -> Any:
-            raise ValueError("a backward that raises")
+    Held, Raises = _doubling(held), _doubling(raises)
 
     w = torch.zeros(2, requires_grad=True)
     with pytest.raises(ValueError):  # Held's backward runs first, then Raises' raises
@@ -196,29 +202,15 @@ def test_a_backward_pass_nested_in_another_lets_go_of_its_own_outputs_only() -> 
     hold = BackwardOutputHold()
     seen: list[int] = []
 
-    class Inner(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            return x * 2
+    Inner = _doubling(lambda g: hold.hold([g * 2]))
 
-        @staticmethod
-        def backward(ctx: Any, g: Any) -> Any:
-            hold.hold([g * 2])
-            return g * 2
+    def outer(g: Any) -> None:
+        hold.hold([g * 3])
+        with torch.enable_grad():
+            v = torch.ones(2, requires_grad=True)
+            torch.autograd.grad(Inner.apply(v).sum(), v)  # a nested pass: holds, then ends
+        seen.append(hold.held_calls)  # the outer pass's call only
 
-    class Outer(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            return x * 3
-
-        @staticmethod
-        def backward(ctx: Any, g: Any) -> Any:
-            hold.hold([g * 3])
-            with torch.enable_grad():
-                v = torch.ones(2, requires_grad=True)
-                torch.autograd.grad(Inner.apply(v).sum(), v)  # a nested pass: holds, then ends
-            seen.append(hold.held_calls)  # the outer pass's call only
-            return g * 3
-
+    Outer = _doubling(outer)
     Outer.apply(torch.zeros(2, requires_grad=True)).sum().backward()
     assert seen == [1] and hold.held_calls == 0
