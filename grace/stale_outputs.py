@@ -14,9 +14,10 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
 
 :class:`StaleOutputGuard` keeps the promise for replayed paths:
 
-1. Where a path ends (``clear_current_path_state_and_set_to_none``), every output the path
-   handed out that the user still holds is noted by weak reference. Four kinds, stock marking
-   none of them where a replayed path ends:
+1. Where a path ends (``clear_current_path_state_and_set_to_none``, and ``try_end_curr_warmup``
+   for a path that ends at a warm-up below replayed nodes), every output the path handed out
+   that the user still holds is noted by weak reference. Four kinds, stock marking none of them
+   where a replayed path ends:
 
    - a node's cached outputs whose tensor someone besides the tree holds (a holder of its
      storage alone reads on, as in stock: marking reaches a tensor); the node swaps a new
@@ -110,11 +111,8 @@ class StaleOutputGuard:
         pending = self._pending
         for near in node._path_from_root:
             traces = near.stack_traces
-            cached = near.cached_tensor_outputs
-            if cached:
-                for i in _held_indices(near):
-                    pending.append((weakref.ref(cached[i]), traces[i] if traces else None))
-                    cached[i] = _swap_cached_output(cached[i])
+            if near.cached_tensor_outputs:
+                _note_and_swap_held(near, pending)
             recorded = near.tensor_weakrefs
             if recorded.count(None) == len(recorded):
                 continue  # every recording output noted or dead already, as after a path's first end
@@ -125,6 +123,20 @@ class StaleOutputGuard:
                     if recorded[i]() is not None:
                         pending.append((recorded[i], traces[i] if traces else None))
                     recorded[i] = None
+        if self._path_held:
+            pending.extend(self._path_held)
+            self._path_held = []
+
+    def warmup_path_ends(self, node: Any) -> None:
+        """Where the tree ends the path at the warm-up ``node`` (``try_end_curr_warmup``): stock
+        marks what the path's warm-ups and recordings handed out and every storage the path still
+        holds (``dealloc_current_path_weakrefs``), but not what the guard noted before the warm-up
+        (cached outputs dropped for the allocator restore before it, uncached outputs of replays),
+        nor held cached outputs of its replayed nodes: those are noted here (invariant 1)."""
+        pending = self._pending
+        for near in node._path_from_root:
+            if getattr(near, "cached_tensor_outputs", None):  # a replayed node (warm-ups cache none)
+                _note_and_swap_held(near, pending)
         if self._path_held:
             pending.extend(self._path_held)
             self._path_held = []
@@ -143,6 +155,14 @@ class StaleOutputGuard:
                 if message is None:
                     message = messages[trace] = self._message(trace)
                 torch._C._set_storage_access_error_msg(tensor, message)
+
+
+def _note_and_swap_held(node: Any, pending: list[tuple[Any, Optional[str]]]) -> None:
+    """Each held cached output of ``node`` noted in ``pending`` and swapped out of its cache."""
+    cached, traces = node.cached_tensor_outputs, node.stack_traces
+    for i in _held_indices(node):
+        pending.append((weakref.ref(cached[i]), traces[i] if traces else None))
+        cached[i] = _swap_cached_output(cached[i])
 
 
 def _held_indices(node: Any) -> list[int]:

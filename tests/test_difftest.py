@@ -501,7 +501,7 @@ def test_run_through_subprocesses_with_inductor(tmp_path: Path) -> None:
 def test_parse_probes_names_all_and_refuses_unknown() -> None:
     from grace.difftest.probe import parse_probes
 
-    assert parse_probes("all") == ["gc", "liveness", "paths", "history", "trace", "checkpoint", "outputs"], \
+    assert parse_probes("all") == ["gc", "liveness", "paths", "history", "trace", "checkpoint", "outputs", "guard"], \
         "all is every observing probe, no experiment"
     assert parse_probes("gc-off, liveness") == ["gc-off", "liveness"]
     with pytest.raises(ValueError, match="unknown probe"):
@@ -536,6 +536,49 @@ def test_probes_install_on_the_tree_and_remove_puts_it_back() -> None:
     assert ct.CUDAGraphTreeManager.__dict__["run"] is manager_run
     assert config.triton.cudagraph_trees_history_recording == history
     assert probes._on_gc not in __import__("gc").callbacks
+
+
+def test_the_guard_probe_reports_each_route_that_ends_a_path_and_puts_the_tree_back() -> None:
+    """``--probe guard`` wraps the three ways the tree ends a path or restores the allocator
+    under it, and each line names the path, the generation and the guard's counts, reading the
+    cached outputs without changing them."""
+    import io
+
+    from torch._inductor import cudagraph_trees as ct
+
+    from grace.difftest.probe import Probes, describe_guard
+    from grace.stale_outputs import StaleOutputGuard
+    from tree_fakes import FakeNode
+
+    routes = ("clear_current_path_state_and_set_to_none", "try_end_curr_warmup",
+              "apply_checkpoint_execution_state_in_allocator")
+    before = {a: ct.CUDAGraphTreeManager.__dict__[a] for a in routes}
+    probes = Probes(["guard"], out=io.StringIO()).install()
+    try:
+        assert all(ct.CUDAGraphTreeManager.__dict__[a] is not f for a, f in before.items())
+    finally:
+        probes.remove()
+    assert {a: ct.CUDAGraphTreeManager.__dict__[a] for a in routes} == before
+
+    class Manager:
+        current_gen = 3
+        grace_stale_outputs = StaleOutputGuard(ct.CUDAGraphTreeManager.format_dealloc_msg)
+
+    class Id:
+        id = 7
+
+    node = FakeNode(2)
+    node.id = Id()
+    held = node.cached_tensor_outputs[0]
+    manager = Manager()
+    manager.current_node = node
+    line = describe_guard(manager)
+    assert line.startswith("path graph 7 (0x") and line.endswith("; generation 3; guard noted 0, pending 0")
+    assert node.cached_tensor_outputs[0] is held
+    manager.current_node = None
+    assert describe_guard(manager) == "no path; generation 3; guard noted 0, pending 0"
+    for t in node.cached_tensor_outputs:
+        torch._C._remove_cached_tensor(t)
 
 
 def test_with_probes_each_step_is_announced_before_it_runs() -> None:

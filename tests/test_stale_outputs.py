@@ -139,6 +139,48 @@ def test_cached_outputs_dropped_for_an_allocator_restore_raise_where_the_path_en
         y.data_ptr()
 
 
+class _WarmupBelow:
+    """A warm-up node below ``parent`` on the path, as ``CUDAWarmupNode`` is for the guard: no
+    cache, its own outputs stock's to mark."""
+
+    def __init__(self, parent: Any) -> None:
+        self.parent = parent
+        self.stack_traces = ["warm-up line"]
+        self.tensor_weakrefs: list[Any] = [None]
+
+    @property
+    def _path_from_root(self) -> Any:
+        yield self.parent
+        yield self
+
+
+def test_outputs_noted_before_a_warm_up_raise_where_the_warm_up_ends_the_path() -> None:
+    """A warm-up below a replayed node follows an allocator restore that drops the node's caches
+    (noted by the guard); where ``try_end_curr_warmup`` ends that path, the held output raises
+    after the call, not at some later path end; a held cached output of a replayed node on the
+    path, too."""
+    node, guard = _Node(2), _guard()
+    y = node.cached_tensor_outputs[1]
+    guard.caches_dropped(node)
+    node.remove_node_cached_tensors()  # as apply_checkpoint_execution_state_in_allocator does
+    guard.warmup_path_ends(_WarmupBelow(node))
+    y.data_ptr()  # the call that ended the path reads it as an input first
+    guard.call_ends()
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run.*line 1"):
+        y.data_ptr()
+
+    node, guard = _Node(2), _guard()  # caches standing: the held one swapped and noted
+    z = node.cached_tensor_outputs[0]
+    guard.warmup_path_ends(_WarmupBelow(node))
+    assert node.cached_tensor_outputs[0] is not z
+    guard.call_ends()
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run.*line 0"):
+        z.data_ptr()
+    node.cached_tensor_outputs[1].data_ptr()  # not held: cached and readable
+    for t in node.cached_tensor_outputs:
+        torch._C._remove_cached_tensor(t)
+
+
 def test_outputs_a_replay_hands_out_uncached_raise_where_the_path_ends() -> None:
     """An output its node does not cache (one a recording below returned again) is a new tensor
     on every replay: each one the user holds raises after the path ends; cached ones are left to

@@ -48,9 +48,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
     one = sub.add_parser("run-one", help="run one program in this process")
     one.add_argument("--seed", type=int, required=True)
+    from grace.difftest.probe import PROBES
+
     one.add_argument("--probe", default=None,
-                     help="diagnose a failure: comma-separated tree probes (gc, liveness, paths, history, trace, "
-                          "checkpoint, outputs, gc-off) or all; "
+                     help=f"diagnose a failure: comma-separated tree probes ({', '.join(PROBES)}) or all; "
                           "they print to stderr (grace.difftest.probe)")
     _program_options(one)
     _device_options(one)

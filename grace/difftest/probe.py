@@ -27,6 +27,12 @@ process only, print to stderr what the messages leave out:
   eager runs; at a mismatch, for each output: whether it changed after the call returned (so
   something wrote its memory since: a block the allocator holds free, a later kernel) or was
   wrong as returned, and the caching allocator's block under its address (pool, state, size).
+* ``guard``: each way the tree ends a path or restores the allocator under it (a replayed
+  path's end, a warm-up's, the restore before a warm-up or a recording below a replayed node),
+  with the path, the generation, how many held outputs GraCE's stale-output guard has noted and
+  has pending, before and after, and each cached output of a replayed node on the path (its
+  address and reference counts): which route a held output's path ended by, and whether the
+  guard noted it there.
 * ``gc-off`` (an experiment, not an observation): the cyclic collector is off while a node is
   built and recorded, so that only reference counts decide what dies during a recording.
 
@@ -42,7 +48,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-PROBES = ("gc", "liveness", "paths", "history", "trace", "checkpoint", "outputs", "gc-off")
+PROBES = ("gc", "liveness", "paths", "history", "trace", "checkpoint", "outputs", "guard", "gc-off")
 
 
 def parse_probes(text: str) -> list[str]:
@@ -134,6 +140,11 @@ class Probes:
             self._wrap(ct.CUDAGraphTreeManager, "dealloc_current_path_weakrefs", self._tracing_end)
         if "checkpoint" in self.names:
             self._wrap(ct.CUDAGraphTreeManager, "apply_checkpoint_execution_state_in_allocator", self._checkpointing)
+        if "guard" in self.names:
+            for attr, route in (("clear_current_path_state_and_set_to_none", "a replayed path ends"),
+                                ("try_end_curr_warmup", "a warm-up may end the path"),
+                                ("apply_checkpoint_execution_state_in_allocator", "allocator restored below the path")):
+                self._wrap(ct.CUDAGraphTreeManager, attr, self._guarding(route))
         if "gc-off" in self.names:
             self._wrap(ct.CUDAGraphNode, "__init__", self._without_gc)
         return self
@@ -238,6 +249,20 @@ class Probes:
             original(manager)
         return dealloc_current_path_weakrefs
 
+    # -- guard ------------------------------------------------------------------------------
+
+    def _guarding(self, route: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        probes = self
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def ending(manager: Any, *args: Any, **kwargs: Any) -> Any:
+                probes.say(f"{route}: before, {describe_guard(manager)}")
+                out = original(manager, *args, **kwargs)
+                probes.say(f"{route}: after, {describe_guard(manager)}")
+                return out
+            return ending
+        return make
+
     # -- checkpoint -------------------------------------------------------------------------
 
     def _checkpointing(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -302,6 +327,25 @@ def live_path_outputs(node: Any, indices: Iterable[tuple[int, int]]) -> Iterable
         ref = node.path_weakrefs[depth][index]
         if ref is not None and ref() is not None:
             yield depth, index, path[depth], ref
+
+
+def describe_guard(manager: Any) -> str:
+    """The tree's path and generation, the stale-output guard's noted and pending outputs, and
+    each cached output of the path's replayed nodes (address, Python and ``TensorImpl`` counts),
+    read without calling anything that could change them."""
+    guard = getattr(manager, "grace_stale_outputs", None)
+    counts = "no guard" if guard is None else f"guard noted {len(guard._path_held)}, pending {len(guard._pending)}"
+    node = manager.current_node
+    if node is None:
+        return f"no path; generation {manager.current_gen}; {counts}"
+    parts = []
+    for near in node._path_from_root:
+        cached = getattr(near, "cached_tensor_outputs", None)
+        kind = "graph" if cached is not None else "warm-up"
+        outs = [None if t is None else f"{t.untyped_storage().data_ptr():#x} py {sys.getrefcount(t) - 1} "
+                f"uses {t._use_count()}" for t in (cached or ())]
+        parts.append(f"{kind} {near.id.id}" + (f" ({', '.join(map(str, outs))})" if outs else ""))
+    return f"path {' -> '.join(parts)}; generation {manager.current_gen}; {counts}"
 
 
 def describe_call(manager: Any, function_id: Any, kept_out: bool, out: Any) -> str:
