@@ -8,7 +8,10 @@
 #
 # BEFORE is a commit of this repository (exported with `git archive` into .trees/<commit>) or a
 # folder that holds a checkout. MODES (default "pt2-cg grace"): each runs from this checkout,
-# and MODE@before from BEFORE's. REPEAT (default 50), EXPERIMENT (default same_run).
+# and MODE@before from BEFORE's. REPLICAS (default 1): workers per mode, grace@before included
+# (MODE~2, ...), timed in the same rounds: two workers of one mode differ only by what a process
+# brings, the floor any difference between modes must clear. REPEAT (default 50), EXPERIMENT
+# (default same_run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/python.sh)
@@ -24,7 +27,8 @@ else
   fi
 fi
 MODES=${MODES:-pt2-cg grace}
-modes=$(for m in $MODES; do printf '%s,' "$m"; done)grace@before
+modes=$(for m in $MODES grace@before; do printf '%s,' "$m"; for ((k = 2; k <= ${REPLICAS:-1}; k++)); do printf '%s,' "$m~$k"; done; done)
+modes=${modes%,}
 echo "same run: ${MODES} from $(bash scripts/code_digest.sh | cut -c1-16) (this checkout), grace@before from $TREE"
 "$PY" -m grace.bench --workloads "${WORKLOADS:-smoke}" --modes "$modes" --tree "before=$TREE" \
     --baseline grace@before --repeat "${REPEAT:-50}" --experiment "${EXPERIMENT:-same_run}" "$@"

@@ -339,6 +339,20 @@ def test_a_mode_at_a_tree_runs_that_checkouts_code_with_its_own_cache(tmp_path: 
         parse_tree(str(tree))
 
 
+def test_a_replica_is_one_more_worker_of_the_same_mode(tmp_path: Path) -> None:
+    tree = tmp_path / "before"
+    (tree / "grace" / "bench").mkdir(parents=True)
+    (tree / "grace" / "bench" / "worker.py").write_text("")
+    trees = dict([parse_tree(f"before={tree}")])
+    plain, again, before, before_again = parse_modes("grace,grace~2,grace@before,grace@before~2", trees)
+    assert (again.name, again.base, again.env, again.tree) == ("grace~2", "grace", plain.env, None)
+    assert (before_again.name, before_again.base, before_again.tree) == ("grace@before~2", "grace", tree.resolve())
+    assert before_again.env == before.env
+    for bad in ("grace~1", "grace~x", "grace,grace"):
+        with pytest.raises(ValueError, match="replica|named twice"):
+            parse_modes(bad, trees)
+
+
 @pytest.mark.slow
 def test_a_run_times_a_mode_from_another_checkout_beside_this_ones(tmp_path: Path) -> None:
     tree = tmp_path / "tree"

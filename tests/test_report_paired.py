@@ -35,3 +35,22 @@ def test_cli_prints_every_mode_against_the_baseline_and_refuses_a_missing_one(tm
     assert out[1].split()[:4] == ["w", "grace", "10", "1.100"] and out[2].split()[:4] == ["w", "pt2-cg", "10", "0.900"]
     assert main([str(rows), "--baseline", "nope"]) == 2
     assert main([str(tmp_path / "none.jsonl"), "--baseline", "before"]) == 2
+
+
+def test_the_interval_of_a_ratio_of_medians_is_narrow_where_rounds_agree_and_holds_the_ratio() -> None:
+    """A paired bootstrap over rounds: a constant ratio has no width whatever the drift; noisy
+    samples give an interval around the ratio of medians, the same one on every call."""
+    import random
+
+    from grace.stats import median_ratio_interval, percentile
+
+    base = [100.0 * (1 + r % 7) for r in range(200)]  # drift across rounds
+    assert median_ratio_interval([1.02 * b for b in base], base) == (pytest.approx(1.02), pytest.approx(1.02))
+    rng = random.Random(5)
+    noisy_base = [100.0 * rng.uniform(0.8, 1.25) for _ in range(300)]
+    noisy = [1.03 * 100.0 * rng.uniform(0.8, 1.25) for _ in range(300)]
+    lo, hi = median_ratio_interval(noisy, noisy_base)
+    assert lo < percentile(noisy, 50) / percentile(noisy_base, 50) < hi and hi - lo < 0.1
+    assert median_ratio_interval(noisy, noisy_base) == (lo, hi)
+    with pytest.raises(ValueError):
+        median_ratio_interval([], [])

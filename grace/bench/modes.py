@@ -75,21 +75,31 @@ TREE_CACHE = ".grace-cache"  # a tree's own GraCE cache (overlay, SCG decisions)
 def parse_modes(spec: str, trees: dict[str, Path] | None = None) -> list[Mode]:
     """Modes by name; ``MODE@TREE`` is MODE run from the checkout ``trees[TREE]`` (its own GraCE
     code and patch series, its own overlay in the tree's ``.grace-cache``), for same-run
-    comparisons of two versions of GraCE."""
+    comparisons of two versions of GraCE. ``~K`` after either (``grace~2``, ``grace@before~2``)
+    is one more worker of the same mode, timed in the same rounds: two replicas of one mode
+    differ only by what a process brings (its placement, its allocator's history), which is the
+    floor a comparison of two modes must clear."""
     trees = trees or {}
     out = []
     for name in (s.strip() for s in spec.split(",") if s.strip()):
-        base, _, tree = name.partition("@")
+        named, _, replica = name.partition("~")
+        base, _, tree = named.partition("@")
         if base not in MODES:
             raise ValueError(f"unknown mode {base}; known: {', '.join(MODES)}")
-        if not tree:
-            out.append(MODES[base])
-            continue
-        if tree not in trees:
-            raise ValueError(f"mode {name}: no tree {tree!r} (give it with --tree {tree}=PATH)")
+        if replica and not (replica.isdigit() and int(replica) >= 2):
+            raise ValueError(f"mode {name}: a replica is ~2, ~3, ...; the first is the mode itself")
         mode = MODES[base]
-        out.append(replace(mode, name=name, label=f"{mode.label} @{tree}", tree=trees[tree], base=base,
-                           env={**mode.env, "GRACE_CACHE_DIR": str(trees[tree] / TREE_CACHE)}))
+        if tree:
+            if tree not in trees:
+                raise ValueError(f"mode {name}: no tree {tree!r} (give it with --tree {tree}=PATH)")
+            mode = replace(mode, name=named, label=f"{mode.label} @{tree}", tree=trees[tree], base=base,
+                           env={**mode.env, "GRACE_CACHE_DIR": str(trees[tree] / TREE_CACHE)})
+        if replica:
+            mode = replace(mode, name=name, label=f"{mode.label} ({replica})", base=base)
+        out.append(mode)
+    names = [m.name for m in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"modes {spec!r}: a mode named twice (one more worker of a mode is MODE~2)")
     return out
 
 
