@@ -39,9 +39,10 @@ def median_ratio_interval(numerator: Sequence[float], denominator: Sequence[floa
     bootstrap over rounds: the same rounds are drawn for both, so that drift shared by a round
     cancels as in :func:`paired_ratios`. Seeded, so a report reads the same every time.
 
-    It says whether a ratio of medians that moves by a few percent is resolved by the run: a
+    It says whether a ratio of medians that moves by a few percent is resolved by the rounds: a
     per-sample spread of +-20% still gives a narrow interval over hundreds of rounds, and a wide
-    one says more rounds (or iterations per sample) are needed."""
+    one says more rounds (or iterations per sample) are needed. Each mode's samples come from
+    one worker process, so what differs between processes is outside it."""
     import random
 
     n = min(len(numerator), len(denominator))

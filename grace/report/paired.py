@@ -6,7 +6,9 @@ modes was taken seconds apart, under the same state of the machine. As Figures 1
 (:mod:`grace.report.figures`), a mode's slowdown is the ratio of its median to the baseline's,
 and its spread the percentiles of the paired per-sample ratios, which cancel the drift that
 unpaired percentiles would show as noise. A 90% interval of the ratio of medians (a bootstrap
-over rounds, paired) says whether the run resolves a difference of a few percent. Ratios here are mode over baseline: above 1 is slower.
+over rounds, paired) says whether the rounds resolve a difference of a few percent; what differs
+between worker processes it does not see, and replicas of a mode (``grace~2``) measure that.
+Ratios here are mode over baseline: above 1 is slower.
 Diagnostic of one run, written from its raw rows: nothing is edited or kept.
 """
 
