@@ -18,8 +18,8 @@ With :func:`copies_grads`, ``AccumulateGrad`` sees a reference it does not count
 output of a backward graph, and copies. Invariants:
 
 1. A node's cached outputs of a backward graph are not registered: the node's own reference to
-   them counts (:func:`register_cached_output`). Forward and inference graphs register theirs
-   as stock does.
+   them counts (:func:`outputs_unregistered`, decided as the node is made). Forward and
+   inference graphs register theirs as stock does.
 2. Every output a call of a backward graph returns, cached or not, warm-up, recording or replay,
    is referenced by :class:`BackwardOutputHold` until autograd's backward pass ends (an engine
    callback), so that the reference counts while ``AccumulateGrad`` runs and not after: the
@@ -56,15 +56,11 @@ def copies_grads() -> bool:
     return bool(config.copy_grads) and hardened()
 
 
-def register_cached_output(output: Any, backward: bool) -> None:
-    """``CUDAGraphNode._initialize_cached_tensors``' registration of one cached output of a node
-    of a ``backward`` graph or not: stock's, but for a backward's with :func:`copies_grads`
-    (invariant 1)."""
-    import torch
-
-    if backward and copies_grads():
-        return
-    torch._C._add_cached_tensor(output)
+def outputs_unregistered(backward: bool) -> bool:
+    """Whether a node of a ``backward`` graph or not, as it is made, leaves its cached outputs out
+    of the cached-tensor registry (``CUDAGraphNode._initialize_cached_tensors`` registers them
+    otherwise, as stock does): a backward's, with :func:`copies_grads` (invariant 1)."""
+    return backward and copies_grads()
 
 
 class BackwardOutputHold:

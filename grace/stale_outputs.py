@@ -123,9 +123,7 @@ class StaleOutputGuard:
                     if recorded[i]() is not None:
                         pending.append((recorded[i], traces[i] if traces else None))
                     recorded[i] = None
-        if self._path_held:
-            pending.extend(self._path_held)
-            self._path_held = []
+        self._flush_path_held()
 
     def warmup_path_ends(self, node: Any) -> None:
         """Where the tree ends the path at the warm-up ``node`` (``try_end_curr_warmup``): stock
@@ -137,8 +135,12 @@ class StaleOutputGuard:
         for near in node._path_from_root:
             if getattr(near, "cached_tensor_outputs", None):  # a replayed node (warm-ups cache none)
                 _note_and_swap_held(near, pending)
+        self._flush_path_held()
+
+    def _flush_path_held(self) -> None:
+        """What was noted on the path before it ended, pending from now on."""
         if self._path_held:
-            pending.extend(self._path_held)
+            self._pending.extend(self._path_held)
             self._path_held = []
 
     def call_ends(self) -> None:

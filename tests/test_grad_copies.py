@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import grace.config  # noqa: E402
-from grace.grad_copies import copies_grads, register_cached_output  # noqa: E402
+from grace.grad_copies import copies_grads, outputs_unregistered  # noqa: E402
 
 _OFF = {"cgct": False, "pi": False, "scg": False, "lean_replay": False}
 
@@ -67,23 +67,17 @@ def test_an_adopted_backward_output_loses_accumulated_gradients_and_a_copied_one
     assert _accumulated_grads(backward_registered=False) == [1.0, 3.0, 6.0]
 
 
-@pytest.mark.parametrize(("switches", "backward", "registered"), [
-    ({**_OFF, "cgct": True, "copy_grads": True}, True, False),
-    ({**_OFF, "cgct": True, "copy_grads": True}, False, True),  # forward and inference graphs: stock's
-    ({**_OFF, "cgct": True, "copy_grads": False}, True, True),
-    ({**_OFF, "copy_grads": True}, True, True),  # every GraCE switch off: stock's
+@pytest.mark.parametrize(("switches", "backward", "unregistered"), [
+    ({**_OFF, "cgct": True, "copy_grads": True}, True, True),
+    ({**_OFF, "cgct": True, "copy_grads": True}, False, False),  # forward and inference graphs: stock's
+    ({**_OFF, "cgct": True, "copy_grads": False}, True, False),
+    ({**_OFF, "copy_grads": True}, True, False),  # every GraCE switch off: stock's
 ])
 def test_only_a_backward_graphs_outputs_stay_unregistered_and_only_with_the_switch(
-        switches: dict[str, bool], backward: bool, registered: bool) -> None:
-    torch._C._set_cached_tensors_enabled(True)
-    out = torch.empty(4)
+        switches: dict[str, bool], backward: bool, unregistered: bool) -> None:
     with grace.config.patch(**switches):
         assert copies_grads() is (switches["copy_grads"] and switches["cgct"])
-        register_cached_output(out, backward)
-    try:
-        assert torch._C._is_cached_tensor(out) is registered
-    finally:
-        torch._C._remove_cached_tensor(out)
+        assert outputs_unregistered(backward) is unregistered
 
 
 def test_the_stale_output_guard_keeps_a_backward_outputs_registration_as_it_swaps_it() -> None:
