@@ -25,12 +25,18 @@ output of a backward graph, and copies. Invariants:
    callback), so that the reference counts while ``AccumulateGrad`` runs and not after: the
    outputs die when the pass ends as copied gradients' sources do, and the tree's liveness
    tests see the same thing at a recording and at its replays. A pass that raised runs no
-   callback: the next call outside a backward pass releases what it held.
+   callback: the next call outside a backward pass releases what it held. With graph
+   partitions the tree runs the partitions, and Inductor's wrapper around them returns the
+   graph's outputs, among them views it makes of the partitions' outputs (new tensors over
+   graph memory on every call that the tree never sees): what the wrapper returns is held too
+   (:func:`hold_partitioned_backward_outputs`). One hold serves the process, so that any call
+   to a tree outside a backward pass lets go of what a raised pass left.
 3. The cost is autograd's own where it cannot adopt: one copy of each gradient that reaches a
    parameter without one, and an out-of-place sum where two gradients for one tensor meet;
-   besides, per backward call, one list and one engine callback. A call of a backward graph
-   outside autograd's engine (no backward pass to end) holds nothing, and its outputs are
-   adopted as in stock; that is logged once.
+   besides, per backward call, one list a partition and one for the wrapper around them, and
+   per backward pass one engine callback. A call of a backward graph outside autograd's engine
+   (no backward pass to end) holds nothing, and its outputs are adopted as in stock; that is
+   logged once.
 4. The tree's liveness tests read Python and ``TensorImpl`` counts, which the registry does not
    move; removing a tensor that was never registered is a no-op, so the tree's own clean-up
    needs no change.
@@ -109,6 +115,32 @@ class BackwardOutputHold:
         return sum(len(calls) for calls in self._held.values())
 
 
+_process_hold: Optional[BackwardOutputHold] = None  # made by the first caller that needs it
+
+
 def backward_output_hold() -> Optional[BackwardOutputHold]:
-    """The manager's hold as the tree is made: one with :func:`copies_grads`, else None."""
-    return BackwardOutputHold() if copies_grads() else None
+    """The process's hold, for a tree manager as it is made and for a partitioned backward graph
+    as it is compiled: with :func:`copies_grads`, else None."""
+    global _process_hold
+    if not copies_grads():
+        return None
+    if _process_hold is None:
+        _process_hold = BackwardOutputHold()
+    return _process_hold
+
+
+def hold_partitioned_backward_outputs(compiled_graph: Any, is_backward: bool) -> None:
+    """Once the partitions of ``compiled_graph`` (an Inductor ``CompiledFxGraph``) are CUDA-graphed:
+    for a backward graph with :func:`copies_grads`, wrap its ``current_callable`` so that what it
+    returns is held until the backward pass ends (invariant 2); otherwise leave it as it is."""
+    hold = backward_output_hold() if is_backward else None
+    if hold is None:
+        return
+    run = compiled_graph.current_callable
+
+    def run_and_hold(inputs: list[Any]) -> Any:
+        out = run(inputs)
+        hold.hold(out)
+        return out
+
+    compiled_graph.current_callable = run_and_hold

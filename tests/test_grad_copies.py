@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import grace.config  # noqa: E402
-from grace.grad_copies import copies_grads, outputs_unregistered  # noqa: E402
+from grace.grad_copies import backward_output_hold, copies_grads, outputs_unregistered  # noqa: E402
 
 _OFF = {"cgct": False, "pi": False, "scg": False, "lean_replay": False}
 
@@ -182,8 +182,6 @@ def test_a_backward_graph_called_outside_autograds_engine_is_not_held(caplog: An
     ({**_OFF, "copy_grads": True}, False),  # every GraCE switch off: stock's
 ])
 def test_the_manager_holds_backward_outputs_only_with_the_switch(switches: dict[str, bool], made: bool) -> None:
-    from grace.grad_copies import backward_output_hold
-
     with grace.config.patch(**switches):
         assert (backward_output_hold() is not None) is made
 
@@ -208,3 +206,67 @@ def test_a_backward_pass_nested_in_another_lets_go_of_its_own_outputs_only() -> 
     Outer = _doubling(outer)
     Outer.apply(torch.zeros(2, requires_grad=True)).sum().backward()
     assert seen == [1] and hold.held_calls == 0
+
+
+class _PartitionedGraph:
+    """What :func:`grace.grad_copies.hold_partitioned_backward_outputs` reads of a
+    ``CompiledFxGraph``: ``current_callable``, here the wrapper around one partition that returns
+    a new view of the partition's output on every call, as ``reinterpret_tensor`` does."""
+
+    def __init__(self) -> None:
+        self.partition_output = torch.empty(8)  # the tree's output, rewritten by every replay
+
+        def call(inputs: list[Any]) -> list[Any]:
+            (values,) = inputs
+            inputs.clear()  # the boxed calling convention
+            self.partition_output[:4].copy_(values)
+            hold = backward_output_hold()
+            if hold is not None:  # as the tree manager does with what the partition returns
+                hold.hold([self.partition_output])
+            return [self.partition_output[:4]]
+
+        self.current_callable: Callable[[list[Any]], list[Any]] = call
+
+
+def _accumulated_grads_of_partition_view(held: bool) -> list[float]:
+    graph = _PartitionedGraph()
+    with grace.config.patch(**{**_OFF, "cgct": True, "copy_grads": True}):
+        from grace.grad_copies import hold_partitioned_backward_outputs
+
+        if held:
+            hold_partitioned_backward_outputs(graph, is_backward=True)
+        seen = _accumulate(lambda values: graph.current_callable([values])[0])
+        assert backward_output_hold().held_calls == 0
+    return seen
+
+
+def test_a_view_the_partition_wrapper_makes_is_adopted_unless_the_wrapper_is_held() -> None:
+    """With graph partitions the tree holds the partition's output, not the view of it that the
+    wrapper returns: that view is adopted (1, then 2 + 2) unless what the wrapper returns is
+    held through the pass too (1, 3, 6)."""
+    assert _accumulated_grads_of_partition_view(held=False)[:2] == [1.0, 4.0]
+    assert _accumulated_grads_of_partition_view(held=True) == [1.0, 3.0, 6.0]
+
+
+@pytest.mark.parametrize(("switches", "backward", "wrapped"), [
+    ({**_OFF, "cgct": True, "copy_grads": True}, True, True),
+    ({**_OFF, "cgct": True, "copy_grads": True}, False, False),  # forward and inference graphs
+    ({**_OFF, "cgct": True, "copy_grads": False}, True, False),
+    ({**_OFF, "copy_grads": True}, True, False),  # every GraCE switch off: stock's
+])
+def test_only_a_backward_graphs_partition_wrapper_is_held_and_only_with_the_switch(
+        switches: dict[str, bool], backward: bool, wrapped: bool) -> None:
+    from grace.grad_copies import hold_partitioned_backward_outputs
+
+    graph = _PartitionedGraph()
+    call = graph.current_callable
+    with grace.config.patch(**switches):
+        hold_partitioned_backward_outputs(graph, is_backward=backward)
+    assert (graph.current_callable is not call) is wrapped
+
+
+def test_the_tree_managers_and_the_partition_wrappers_share_one_hold() -> None:
+    """A call to a tree outside a backward pass lets go of what a raised pass left held by the
+    partition wrappers too."""
+    with grace.config.patch(**{**_OFF, "cgct": True, "copy_grads": True}):
+        assert backward_output_hold() is backward_output_hold()

@@ -74,10 +74,11 @@ def main() -> None:
                 break
             torch.cuda.synchronize()
             diffs = [(p.grad - q.grad).abs().max().item() for p, q in zip(model.parameters(), eager.parameters())]
-            pooled = sum(in_graph_pool(p.grad) for p in model.parameters())
+            pooled = [name for name, p in model.named_parameters() if in_graph_pool(p.grad)]
             verdict = "(equal)" if max(diffs) <= 1e-5 else f"(differs, max diff {max(diffs):.3g})"
-            print(f"window {window} step {micro}: .grad in a graph pool for {pooled} of "
-                  f"{len(diffs)} parameters {verdict}")
+            names = f" [{', '.join(pooled)}]" if pooled else ""
+            print(f"window {window} step {micro}: .grad in a graph pool for {len(pooled)} of "
+                  f"{len(diffs)} parameters{names} {verdict}")
         with torch.no_grad():
             for p, q in zip(model.parameters(), eager.parameters()):
                 q -= args.lr * q.grad
