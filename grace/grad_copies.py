@@ -29,8 +29,8 @@ output of a backward graph, and copies. Invariants:
    partitions the tree runs the partitions, and Inductor's wrapper around them returns the
    graph's outputs, among them views it makes of the partitions' outputs (new tensors over
    graph memory on every call that the tree never sees): what the wrapper returns is held too
-   (:func:`hold_partitioned_backward_outputs`). One hold serves the process, so that any call
-   to a tree outside a backward pass lets go of what a raised pass left.
+   (:func:`hold_partitioned_backward_outputs`), by the hold of the device's tree manager, so
+   that the tree's next call outside a backward pass lets go of what a raised pass left.
 3. The cost is autograd's own where it cannot adopt: one copy of each gradient that reaches a
    parameter without one, and an out-of-place sum where two gradients for one tensor meet;
    besides, per backward call, one list a partition and one for the wrapper around them, and
@@ -115,32 +115,28 @@ class BackwardOutputHold:
         return sum(len(calls) for calls in self._held.values())
 
 
-_process_hold: Optional[BackwardOutputHold] = None  # made by the first caller that needs it
-
-
 def backward_output_hold() -> Optional[BackwardOutputHold]:
-    """The process's hold, for a tree manager as it is made and for a partitioned backward graph
-    as it is compiled: with :func:`copies_grads`, else None."""
-    global _process_hold
-    if not copies_grads():
-        return None
-    if _process_hold is None:
-        _process_hold = BackwardOutputHold()
-    return _process_hold
+    """The manager's hold as the tree is made: one with :func:`copies_grads`, else None."""
+    return BackwardOutputHold() if copies_grads() else None
 
 
-def hold_partitioned_backward_outputs(compiled_graph: Any, is_backward: bool) -> None:
+def hold_partitioned_backward_outputs(compiled_graph: Any, is_backward: bool, device_index: int) -> None:
     """Once the partitions of ``compiled_graph`` (an Inductor ``CompiledFxGraph``) are CUDA-graphed:
     for a backward graph with :func:`copies_grads`, wrap its ``current_callable`` so that what it
-    returns is held until the backward pass ends (invariant 2); otherwise leave it as it is."""
-    hold = backward_output_hold() if is_backward else None
-    if hold is None:
+    returns is held until the backward pass ends (invariant 2), by the hold of the tree manager
+    of ``device_index``, which the partitions' calls have made by then; otherwise leave it."""
+    if not (is_backward and copies_grads()):
         return
+    from torch._inductor.cudagraph_trees import get_manager
+
     run = compiled_graph.current_callable
 
     def run_and_hold(inputs: list[Any]) -> Any:
         out = run(inputs)
-        hold.hold(out)
+        manager = get_manager(device_index, create_if_none_exists=False)
+        hold = manager.grace_backward_outputs if manager is not None else None
+        if hold is not None:
+            hold.hold(out)
         return out
 
     compiled_graph.current_callable = run_and_hold

@@ -7,7 +7,7 @@ handed out again; autograd's ``AccumulateGrad`` is torch's own.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -208,44 +208,65 @@ def test_a_backward_pass_nested_in_another_lets_go_of_its_own_outputs_only() -> 
     assert seen == [1] and hold.held_calls == 0
 
 
+class _Manager:
+    """What the partition wrapper reads of the device's tree manager."""
+
+    def __init__(self, hold: Any) -> None:
+        self.grace_backward_outputs = hold
+
+
 class _PartitionedGraph:
     """What :func:`grace.grad_copies.hold_partitioned_backward_outputs` reads of a
     ``CompiledFxGraph``: ``current_callable``, here the wrapper around one partition that returns
-    a new view of the partition's output on every call, as ``reinterpret_tensor`` does."""
+    a new view of the partition's output on every call, as ``reinterpret_tensor`` does. The
+    partition's call goes through ``manager``, which holds the partition's output as the tree
+    manager does."""
 
-    def __init__(self) -> None:
+    def __init__(self, manager: Optional[_Manager]) -> None:
         self.partition_output = torch.empty(8)  # the tree's output, rewritten by every replay
 
         def call(inputs: list[Any]) -> list[Any]:
             (values,) = inputs
             inputs.clear()  # the boxed calling convention
             self.partition_output[:4].copy_(values)
-            hold = backward_output_hold()
-            if hold is not None:  # as the tree manager does with what the partition returns
-                hold.hold([self.partition_output])
+            if manager is not None and manager.grace_backward_outputs is not None:
+                manager.grace_backward_outputs.hold([self.partition_output])
             return [self.partition_output[:4]]
 
         self.current_callable: Callable[[list[Any]], list[Any]] = call
 
 
-def _accumulated_grads_of_partition_view(held: bool) -> list[float]:
-    graph = _PartitionedGraph()
-    with grace.config.patch(**{**_OFF, "cgct": True, "copy_grads": True}):
-        from grace.grad_copies import hold_partitioned_backward_outputs
+def _accumulated_grads_of_partition_view(monkeypatch: Any, manager: Optional[_Manager], wrapped: bool) -> list[float]:
+    import torch._inductor.cudagraph_trees as trees
+    from grace.grad_copies import hold_partitioned_backward_outputs
 
-        if held:
-            hold_partitioned_backward_outputs(graph, is_backward=True)
+    monkeypatch.setattr(trees, "get_manager", lambda device_index, create_if_none_exists=True: manager)
+    graph = _PartitionedGraph(manager)
+    with grace.config.patch(**{**_OFF, "cgct": True, "copy_grads": True}):
+        if wrapped:
+            hold_partitioned_backward_outputs(graph, is_backward=True, device_index=0)
         seen = _accumulate(lambda values: graph.current_callable([values])[0])
-        assert backward_output_hold().held_calls == 0
+    if manager is not None and manager.grace_backward_outputs is not None:
+        assert manager.grace_backward_outputs.held_calls == 0
     return seen
 
 
-def test_a_view_the_partition_wrapper_makes_is_adopted_unless_the_wrapper_is_held() -> None:
+def test_a_view_the_partition_wrapper_makes_is_adopted_unless_the_wrapper_is_held(monkeypatch: Any) -> None:
     """With graph partitions the tree holds the partition's output, not the view of it that the
     wrapper returns: that view is adopted (1, then 2 + 2) unless what the wrapper returns is
-    held through the pass too (1, 3, 6)."""
-    assert _accumulated_grads_of_partition_view(held=False)[:2] == [1.0, 4.0]
-    assert _accumulated_grads_of_partition_view(held=True) == [1.0, 3.0, 6.0]
+    held through the pass too, by the tree manager's hold (1, 3, 6)."""
+    from grace.grad_copies import BackwardOutputHold
+
+    unwrapped = _accumulated_grads_of_partition_view(monkeypatch, _Manager(BackwardOutputHold()), wrapped=False)
+    wrapped = _accumulated_grads_of_partition_view(monkeypatch, _Manager(BackwardOutputHold()), wrapped=True)
+    assert unwrapped[:2] == [1.0, 4.0] and wrapped == [1.0, 3.0, 6.0]
+
+
+def test_without_a_tree_manager_or_its_hold_the_partition_wrapper_holds_nothing(monkeypatch: Any) -> None:
+    """A manager made with the switch off holds nothing, and a wrapper whose partitions made no
+    manager has no pool memory to hold: the gradients are stock's."""
+    assert _accumulated_grads_of_partition_view(monkeypatch, _Manager(None), wrapped=True)[:2] == [1.0, 4.0]
+    assert _accumulated_grads_of_partition_view(monkeypatch, None, wrapped=True)[:2] == [1.0, 4.0]
 
 
 @pytest.mark.parametrize(("switches", "backward", "wrapped"), [
@@ -258,15 +279,8 @@ def test_only_a_backward_graphs_partition_wrapper_is_held_and_only_with_the_swit
         switches: dict[str, bool], backward: bool, wrapped: bool) -> None:
     from grace.grad_copies import hold_partitioned_backward_outputs
 
-    graph = _PartitionedGraph()
+    graph = _PartitionedGraph(None)
     call = graph.current_callable
     with grace.config.patch(**switches):
-        hold_partitioned_backward_outputs(graph, is_backward=backward)
+        hold_partitioned_backward_outputs(graph, is_backward=backward, device_index=0)
     assert (graph.current_callable is not call) is wrapped
-
-
-def test_the_tree_managers_and_the_partition_wrappers_share_one_hold() -> None:
-    """A call to a tree outside a backward pass lets go of what a raised pass left held by the
-    partition wrappers too."""
-    with grace.config.patch(**{**_OFF, "cgct": True, "copy_grads": True}):
-        assert backward_output_hold() is backward_output_hold()
