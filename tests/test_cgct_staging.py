@@ -156,9 +156,11 @@ def index_constants() -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_cpu_indices_of_a_gpu_tensor_are_built_on_the_gpu(index_constants) -> None:
-    """DLRM's interaction: ``torch.tensor`` lower-triangle indices of a GPU tensor."""
-    case = index_constants["interaction"]
+@pytest.mark.parametrize("case", ["interaction", "default-device"])
+def test_cpu_indices_of_a_gpu_tensor_are_built_on_the_gpu(index_constants, case: str) -> None:
+    """DLRM's interaction: ``torch.tensor`` lower-triangle indices of a GPU tensor, with no device
+    or ``device=None`` (the default device, which the code does not choose)."""
+    case = index_constants[case]
     assert len(case["moved"]) == 2
     assert set(case["devices"].values()) == {"cuda:0"}
 

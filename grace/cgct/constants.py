@@ -13,8 +13,9 @@ indices are then a GPU constant, ``index`` lowers natively, and the function is 
 The values are the same and so is every result: indexing a GPU tensor with GPU or CPU indices
 selects the same elements. The rewrite applies only where that is all the tensor is used for:
 
-* the node is ``torch.tensor(data)`` with no ``device`` argument and a CPU result that does not
-  require grad;
+* the node is ``torch.tensor(data)`` with no ``device`` argument (or ``device=None``, the
+  default device, as code that passes a device argument on gives it) and a CPU result that does
+  not require grad;
 * every user is a subscript (``operator.getitem``) of a tensor on the GPU, with the constant
   among the indices, never as the indexed tensor, and a GPU result;
 * so it is never returned, written in place, or read on the host.
@@ -61,7 +62,7 @@ def why_not_movable(node: Any, device: Any) -> str | None:
         return "not a CPU tensor"
     if value.requires_grad:
         return "requires grad"
-    if "device" in node.kwargs or len(node.args) != 1:
+    if node.kwargs.get("device") is not None or len(node.args) != 1:
         return "its device or layout is given"
     if not node.users:
         return "unused"
