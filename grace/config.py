@@ -73,10 +73,11 @@ lean_replay: bool = Config(default=False, env_name_default="GRACE_LEAN_REPLAY")
 # stock (grace.stale_outputs); stock lets it read what the next graph wrote there, silently.
 stale_outputs_raise: bool = Config(default=True, env_name_default="GRACE_STALE_OUTPUTS_RAISE")
 
-# With any switch on: a backward CUDA graph's outputs are copied into .grad by autograd instead
-# of adopted as it (grace.grad_copies), so that gradients accumulated across steps sum; stock
-# adopts them, and its next replay writes over .grad. Costs one copy of each gradient that reaches
-# a parameter without one. Off by default until measured on the GPU.
+# With any switch on: a .grad that autograd adopted from a backward CUDA graph's outputs is
+# copied before the tree runs again (grace.grad_copies), so that gradients kept across steps
+# (accumulation, zero_grad(set_to_none=False)) sum; stock leaves it on the graph's memory, and the
+# next replay writes over it. Costs one copy of such a .grad, once; nothing where zero_grad sets
+# .grad to None. Off by default until measured on the GPU.
 copy_grads: bool = Config(default=False, env_name_default="GRACE_COPY_GRADS")
 
 # Inductor autotunes each Triton kernel only among configurations whose compiled form does not

@@ -83,9 +83,9 @@ def report() -> tuple[list[str], bool]:
         kernels = "on" if config.race_free_kernels else "off"
         from grace.grad_copies import copies_grads
 
-        grads = "copied" if copies_grads() else "adopted (stock)"
+        grads = "copied before the next call" if copies_grads() else "left on the graph's memory (stock)"
         lines.append(f"safety     stale-output guard {guard}; race-free kernel configurations {kernels}; "
-                     f"backward outputs {grads} as .grad")
+                     f"adopted gradients {grads}")
         from grace.pi.plan import PRELUDE, STRATEGIES
         from grace.pi.table import WRITES
 

@@ -225,9 +225,8 @@ def _swap_cached_output(held: Any) -> Any:
     stock's handing out of the same tensor does: the node's weak reference to that storage, its
     liveness test (which reads the cache by index, and whose use count at making matches: one
     Python object; the registry holds a weak reference) and the graph's memory are unchanged.
-    Where the held one is in the cached-tensor registry (a backward graph's outputs are not,
-    with :mod:`grace.grad_copies` on), it leaves it and the new one takes its place; marking it
-    later releases only its own reference to the storage."""
+    Where the held one is in the cached-tensor registry, it leaves it and the new one takes its
+    place; marking it later releases only its own reference to the storage."""
     fresh = held.detach()
     if _is_cached_tensor(held):
         torch._C._remove_cached_tensor(held)

@@ -123,7 +123,7 @@ class FakeManager(ct.CUDAGraphTreeManager):
         self.grace_lean = CountingLean() if lean else None  # as the patched __init__ sets it
         self.grace_replay_input_check = None  # stock's execute_node (grace.trees: the hardened one)
         self.grace_stale_outputs = None  # stock's end of a path and of a call (grace.stale_outputs)
-        self.grace_backward_outputs = None  # stock's autograd adoption of .grad (grace.grad_copies)
+        self.grace_adopted_grads = None  # stock's autograd adoption of .grad (grace.grad_copies)
 
     def record_function(self, new_inputs: list[Any], function_id: Any) -> Any:
         self.events.append(("record", function_id.id))
@@ -299,3 +299,32 @@ def test_a_replay_whose_input_was_overwritten_raises_with_the_path_as_it_was() -
             assert where[0] is child, "stock: the node stays current without new outputs"
         readable = torch.randn(4)
         assert manager.execute_node(child, [readable]) == [] and manager.current_node is child
+
+
+class _NotesCalls:
+    """Records what the patched ``run`` hands to ``grace_adopted_grads``."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def before_call(self) -> None:
+        self.calls.append("before")
+
+    def noted(self, outputs: Any) -> None:
+        self.calls.append(("noted", list(outputs)))
+
+
+@pytest.mark.parametrize(("mode", "noted"), [
+    (ct.CompilationMode.BACKWARD, True),
+    (ct.CompilationMode.FORWARD, False),
+    (ct.CompilationMode.INFERENCE, False),
+])
+def test_run_hands_a_backward_calls_outputs_to_the_adopted_gradient_notes(mode: Any, noted: bool) -> None:
+    """The patched ``run`` (``patches/scg/0007``): every call begins with ``before_call``; a
+    backward graph's call ends by noting what it returns."""
+    manager = FakeManager()
+    (f0,) = _chain(manager, 1)
+    manager.id_to_mode[f0] = mode
+    notes = manager.grace_adopted_grads = _NotesCalls()
+    out = manager.run([object()], f0)
+    assert notes.calls == (["before", ("noted", list(out))] if noted else ["before"])

@@ -57,7 +57,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     # lean replay alone, and with each configuration above
     "lean": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "0", "GRACE_LEAN_REPLAY": "1"},
     **{f"{name}-lean": {**env, "GRACE_LEAN_REPLAY": "1"} for name, env in _BASE.items()},
-    # every switch, with a backward graph's outputs copied into .grad (grace.grad_copies)
+    # every switch, with adopted gradients copied before the next call (grace.grad_copies)
     "all-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "0", "GRACE_COPY_GRADS": "1"},
 }
 

@@ -10,8 +10,9 @@ in a CUDA graph pool. The first windows warm up and record the graphs; the later
 them.
 
 Where autograd adopts a replayed backward's output as ``.grad``, the next replay writes over it
-(``grace.grad_copies``): stock differs from the second micro-step of a replayed
-window on; with ``GRACE_COPY_GRADS=1`` every ``.grad`` is autograd's own copy.
+(``grace.grad_copies``): stock differs from the second micro-step of a replayed window on; with
+``GRACE_COPY_GRADS=1`` an adopted ``.grad`` (in a graph pool after its backward) is copied
+before the next compiled call, and every micro-step equals eager.
 
     GRACE_DISABLE=1 python scripts/probes/grad_accumulation.py      # stock
     GRACE_COPY_GRADS=1 python scripts/probes/grad_accumulation.py   # GraCE, gradients copied
