@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints one sha256 over the code a GPU run executes (grace/, patches/, scripts/; Python, patch and
-# shell files, by path and content). Run scripts record it in their meta.txt, because the device
-# machine's copy of the tree does not carry this session's commits: run this at a commit here
+# shell files, by path and content). Run scripts record it in their meta.txt, because a copy of
+# the tree run elsewhere need not carry its commits: run this at a commit here
 # (`git stash; git checkout C; bash scripts/code_digest.sh`) to find which commit a run used.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -68,8 +68,8 @@ step pi_large "${PI_LARGE_S:-300}" "$PY" -m grace.bench --compile-together \
     --modes "${PI_LARGE_MODES:-pt2-nocg,pt2-cg,grace-cgct-pi,grace-cgct-pi-exec,grace}" \
     --repeat "${PI_LARGE_REPEAT:-15}" --experiment gpu_checks --run-id "$RUN_ID" ${PI_LARGE_FLAGS:-}
 # DR-I copies a 6.5 GB input per stock replay, read by cuBLAS (only strategy (3) redirects it).
-# Two workers did not fit on an 80 GB H100 together while strategy (3)'s capture-time check
-# kept its copies cached (runs 20261125-s3-large and -s3-mem); the check now gives them back.
+# Two workers fit on an 80 GB H100 together because strategy (3)'s capture-time check gives its
+# copies back.
 # Workers start in the order of the modes: strategy (3)'s first, so that its capture-time check
 # (a snapshot, a moved copy and the stock run's 6.5 GB output) has the device to itself.
 step pi_dri "${PI_DRI_S:-300}" "$PY" -m grace.bench --release-memory \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PT2 baseline (issue 3): every workload of WORKLOADS (default: the paper's 25) under eager,
+# The PT2 baseline: every workload of WORKLOADS (default: the paper's 25) under eager,
 # PT2-NoCG and PT2-CG, interleaved per workload, then results/processed/baseline_pt2.csv.
 # CONCURRENT runners share the GPU (scripts/run_sharded.sh says how).
 #

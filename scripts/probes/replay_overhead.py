@@ -1,5 +1,5 @@
 """Where a replay's host time goes, per mode: why a graph that copies nothing may still lose to
-no graph at all (issue 5: micro-eos under GraCE-CGCT-PI against PT2-NoCG).
+no graph at all (micro-eos under GraCE-CGCT-PI against PT2-NoCG).
 
 Diagnostic only: its numbers are read, not reported. One mode per process (the modes need
 different environments, as in the benchmark):

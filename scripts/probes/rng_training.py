@@ -1,8 +1,8 @@
 """A training step that draws random numbers (dropout) and embeds token ids, under PI.
 
-Diagnostic for DGPT2 and MT5 training (run 20261125-s5-tables23): with PI on, their forward
-graph failed its capture-time check (dropout draws other numbers in the check's run) and was
-recorded again stock, and the worker then died with SIGSEGV while recording the next graph.
+Diagnostic for DGPT2 and MT5 training: with PI on, their forward graph once failed its
+capture-time check (dropout draws other numbers in the check's run) and was recorded again
+stock, and the worker then died with SIGSEGV while recording the next graph.
 Each case runs in its own process, so a crash is reported as an exit status, not lost:
 
     python scripts/probes/rng_training.py            # every case, one line each

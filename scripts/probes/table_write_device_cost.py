@@ -1,8 +1,7 @@
 """Device and host cost of writing K pointers into a graph's pointer table, per way of writing.
 
-Diagnostic for ``grace/pi/table.py``. Figure 9's device times (run 20261125-s4-fig9) showed a
-replay that rewrote the table costing about 0.65 us of GPU time per slot with
-``cuStreamBatchMemOp``: 41 us at K = 64, against 7 us for PT2-CG's copies. This probe times
+Diagnostic for ``grace/pi/table.py``. Figure 9's device times showed a replay that rewrote
+the table costing about 0.65 us of GPU time per slot with ``cuStreamBatchMemOp``: 41 us at K = 64, against 7 us for PT2-CG's copies. This probe times
 each way on its own, for K = 1 to 64:
 
 * batch memop: one ``cuStreamBatchMemOp`` of K 64-bit writes (today's way);
