@@ -8,7 +8,7 @@
 # which is how results come back from a machine that returns few files. The micro-workloads
 # take a few hundred microseconds an iteration, so each timed sample is the mean of INNER
 # (default 20) iterations run back to back: one synchronised iteration is mostly host jitter
-# (run 20261123b-pi-cgct timed single iterations: p90 twice the median).
+# (timed singly, their p90 was twice the median).
 #
 #   RUN_ID=$(date +%Y%m%d)-pi-cgct TARBALL=$OUT/checks.tgz TOTAL_S=540 bash scripts/gpu_checks_pi_cgct.sh
 #

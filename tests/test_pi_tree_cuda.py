@@ -425,7 +425,7 @@ def test_the_differential_program_where_stock_asserts_after_an_overwritten_warm_
     --max-steps 3``): a call fed the previous call's output, which the tree has overwritten,
     then a call of a recompiled function. Stock 2.11 raises the overwritten error at the second
     call (by design) and then fails its own assertion in ``dealloc_current_path_weakrefs`` at the
-    third (run 20261125-s8-diff); with GraCE the third call runs and equals eager."""
+    third; with GraCE the third call runs and equals eager."""
     from grace.difftest.execute import run_program
     from grace.difftest.programs import generate
 
