@@ -23,7 +23,8 @@
 # configuration (and under stock), under grace/report/upstream_recheck.py: a failure's frames are released before
 # tearDown's leak checks, and a FileCheck on generated code is recorded instead of raised, so
 # the differences file can say whether a difference is a real leak, a wrong value, or only the
-# code check (RECHECK=0 skips this; RECHECK_CHUNK tests per rerun process, default 5).
+# code check (RECHECK=0 skips this; RECHECK_CHUNK tests per rerun process, by default as many
+# as spread all the reruns over PROCS processes, at least 2; a resumed run keeps its first).
 # ALSO_RUNS names earlier runs whose configurations the
 # table takes where this run has none (each named in the differences).
 set -uo pipefail
@@ -57,7 +58,6 @@ on_next_gpu() {  # on_next_gpu: the subshell about to start runs on the next GPU
 }
 SHARD_TIMEOUT=${SHARD_TIMEOUT:-560}
 RECHECK=${RECHECK:-1}
-RECHECK_CHUNK=${RECHECK_CHUNK:-5}
 # Two tests need a torch newer than 2.11 (see the upstream folder's README).
 DESELECT="not saved_activation_not_static and not no_partition_keeps_static"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -118,10 +118,25 @@ wait
 if [ "$RECHECK" = 1 ] && [ -d "$RAW/stock" ]; then
   # stock reruns every test any configuration differs on, the same way, so both sides are judged
   # alike; each configuration's list is cut into pieces of RECHECK_CHUNK tests run side by side
+  declare -A to_recheck=()
+  total=0
+  for cfg in stock $(printf '%s\n' $CONFIGS | grep -vx stock); do
+    [ -d "$RAW/$cfg" ] || continue
+    to_recheck[$cfg]=$("$PY" -m grace.report.upstream --run-id "$RUN_ID" --to-recheck "$cfg")
+    total=$((total + $(printf '%s' "${to_recheck[$cfg]}" | grep -c .)))
+  done
+  if [ -s "$RAW/recheck_chunk.txt" ]; then  # a resumed run: its pieces as first cut
+    RECHECK_CHUNK=$(cat "$RAW/recheck_chunk.txt")
+  elif compgen -G "$RAW/*/recheck-*.log" > /dev/null; then  # begun before the cut was recorded
+    RECHECK_CHUNK=5
+  else
+    RECHECK_CHUNK=${RECHECK_CHUNK:-$(( (total + PROCS - 1) / PROCS > 2 ? (total + PROCS - 1) / PROCS : 2 ))}
+    echo "$RECHECK_CHUNK" > "$RAW/recheck_chunk.txt"
+  fi
   for cfg in stock $(printf '%s\n' $CONFIGS | grep -vx stock); do
     dir=$RAW/$cfg
     [ -d "$dir" ] || continue
-    mapfile -t tests < <("$PY" -m grace.report.upstream --run-id "$RUN_ID" --to-recheck "$cfg")
+    mapfile -t tests < <(printf '%s' "${to_recheck[$cfg]}" | grep .)
     [ "${#tests[@]}" -eq 0 ] && continue
     echo "[$cfg] rechecking ${#tests[@]} test(s)"
     env_line=$("$PY" -m grace.report.upstream --env "$cfg")
