@@ -71,7 +71,8 @@ class AdoptedGrads:
         self._leaves: list[torch.Tensor] = []  # fed directly by a noted backward call's node
         self._storages: set[int] = set()  # data pointers of the storages noted calls returned
         self._task = -1  # autograd's graph task of the noted calls
-        self._node: Any = None  # the autograd node noted last (partitions of one backward share it)
+        self._node = 0  # id() of the autograd node noted last (partitions of one backward share it);
+        # an id, not the node: the node would keep what it saved for backward alive past its pass
         self._outside_engine_logged = False
 
     def before_call(self) -> None:
@@ -90,8 +91,8 @@ class AdoptedGrads:
                           "autograd adopts of its outputs stays on the graph's memory, as in stock")
             return
         self._task = _current_graph_task_id()
-        if node is not self._node:
-            self._node = node
+        if id(node) != self._node:  # nodes of one pass are alive together: their ids differ
+            self._node = id(node)
             self._leaves.extend(fn.variable for fn, _ in node.next_functions if type(fn) is _AccumulateGrad)
         for out in outputs:
             if isinstance(out, torch.Tensor):
@@ -112,7 +113,7 @@ class AdoptedGrads:
         self._leaves.clear()
         storages.clear()
         self._task = -1
-        self._node = None
+        self._node = 0
 
     @property
     def noted_leaves(self) -> int:
