@@ -29,8 +29,9 @@ the graph's memory. Invariants:
 3. The cost where ``.grad`` is set to None before the next call (``zero_grad()``'s default):
    per backward call one pass over its node's ``next_functions`` and a set of output data
    pointers, and per later call one ``.grad`` read per noted leaf. Where ``.grad`` is kept, one
-   copy of it the first time, as eager's accumulation pays nothing more: the copy is the leaf's
-   own ``.grad`` from then on, and later backwards add into it without adopting.
+   copy of it, once: the copy is the leaf's own ``.grad`` from then on, and later backwards add
+   into it without adopting, as eager's do. A backward pass nested in another (a reentrant
+   checkpoint's) is another pass: its first tree call copies what the outer one noted so far.
 4. A leaf the graph's gradient reaches through another autograd node (a view of a parameter made
    outside the compiled region) is not noted and keeps stock's behaviour; so does every leaf of
    a backward graph called outside autograd's engine (compiled autograd), which is logged once.
