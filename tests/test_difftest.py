@@ -60,34 +60,39 @@ def test_programs_respect_kinds_and_max_steps() -> None:
     assert all(1 <= len(generate(seed, max_steps=1).steps) <= 1 for seed in range(20))
     with pytest.raises(ValueError, match="unknown kind"):
         parse_kinds("pointwise,nope")
-    assert parse_kinds(None) == programs.default_kinds() == [k for k in KINDS if k != "train_accum"]
+    assert parse_kinds(None) == programs.default_kinds() == [k for k in KINDS if k not in ("train_accum", "train_keep")]
 
 
 def test_opt_in_kinds_leave_every_earlier_program_as_it_was() -> None:
-    """A program draws ``train_accum`` only when asked: the default draw, and each kind's
-    module weights, are what they were before it existed (seed 39308002 replays as recorded)."""
-    assert all("train_accum" not in generate(seed).kinds for seed in range(300))
+    """A program draws ``train_accum`` or ``train_keep`` only when asked: the default draw, and
+    each kind's module weights, are what they were before they existed (seed 39308002 replays as
+    recorded), and ``train_accum``'s weights are what they were before ``train_keep``."""
+    assert all(not {"train_accum", "train_keep"} & set(generate(seed).kinds) for seed in range(300))
     program = generate(39308002, max_steps=600)
     assert (program.kinds, len(program.steps)) == (["cpu_buf", "mutate_buf", "reduction"], 393)
     defaults = programs.default_kinds()
     assert len(defaults) == 10
     assert all(programs.weight_seed(7, k) == 7 * 10 + i for i, k in enumerate(defaults))
-    assert programs.weight_seed(7, "train_accum") not in {programs.weight_seed(s, k) for s in range(100) for k in defaults}
+    taken = {programs.weight_seed(s, k) for s in range(100) for k in defaults}
+    assert programs.weight_seed(7, "train_accum") == 2**40 + 7
+    taken |= {programs.weight_seed(s, "train_accum") for s in range(100)}
+    assert programs.weight_seed(7, "train_keep") not in taken
     assert "train_accum" in generate(3, ["train_accum"]).kinds
 
 
-def test_an_opt_in_kind_named_is_in_every_program_and_called() -> None:
+@pytest.mark.parametrize("kind", ["train_accum", "train_keep"])
+def test_an_opt_in_kind_named_is_in_every_program_and_called(kind: str) -> None:
     """``--kinds train_accum,pointwise`` runs gradient accumulation in every program, where a
     draw of one to four kinds alone would leave it out of some."""
     for seed in range(1, 40):
-        program = generate(seed, ["train_accum", "pointwise"], max_steps=40)
-        assert "train_accum" in program.kinds
-        assert any(step.kind == "train_accum" for step in program.steps), seed
+        program = generate(seed, [kind, "pointwise"], max_steps=40)
+        assert kind in program.kinds
+        assert any(step.kind == kind for step in program.steps), seed
 
 
-def _accumulation_program(calls: int) -> Program:
-    program = Program(seed=11, kinds=["train_accum"], width=6, channels=2, spatial=3, hidden=5)
-    program.steps = [programs.Step("train_accum", "fresh", 3, value_seed=i) for i in range(calls)]
+def _accumulation_program(calls: int, kind: str = "train_accum") -> Program:
+    program = Program(seed=11, kinds=[kind], width=6, channels=2, spatial=3, hidden=5)
+    program.steps = [programs.Step(kind, "fresh", 3, value_seed=i) for i in range(calls)]
     return program
 
 
@@ -110,6 +115,26 @@ def test_gradient_accumulation_sums_gradients_between_updates_on_both_sides() ->
     result = _run_with(_accumulation_program(7), overwriting)
     assert (result["status"], result["step"], result["kind"]) == ("mismatch", 1, "train_accum"), result
     assert ".grad" in result["detail"]
+
+
+def test_gradients_zeroed_in_place_are_compared_at_every_step() -> None:
+    """``train_keep`` zeroes ``.grad`` in place after every call's update; a compiled side whose
+    ``.grad`` still holds the last call's gradients when the next is added (what a replay into
+    an adopted gradient leaves) mismatches at the second call."""
+    torch._dynamo.reset()
+    assert _run_with(_accumulation_program(5, "train_keep"), lambda model: model)["status"] == "ok"
+
+    def doubled(model: Any) -> Any:
+        def loss(x: Any) -> Any:
+            out = model(x)
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad.fill_(1.0)  # a zeroed .grad that something wrote into before the backward adds
+            return out
+        return loss
+
+    result = _run_with(_accumulation_program(5, "train_keep"), doubled)
+    assert (result["status"], result["step"], result["kind"]) == ("mismatch", 1, "train_keep"), result
 
 
 def _check_valid(program: Program) -> None:

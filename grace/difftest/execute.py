@@ -152,10 +152,12 @@ def _module_case(module: nn.Module, device: str, compile_fn: Compile, state_name
     return Case(compile_fn(module), eager, states), module, eager
 
 
-def _train_case(program: Program, device: str, compile_fn: Compile, accumulate: int = 1) -> Case:
+def _train_case(program: Program, device: str, compile_fn: Compile, accumulate: int = 1,
+                set_to_none: bool = True) -> Case:
     """A training step on both sides: the loss, its backward, and the gradients compared after
-    each call; the SGD update and ``zero_grad`` after every ``accumulate``-th call, so that
-    gradients of the calls between sum in ``.grad`` (gradient accumulation) on both sides."""
+    each call; the SGD update and ``zero_grad(set_to_none)`` after every ``accumulate``-th call,
+    so that gradients of the calls between sum in ``.grad`` (gradient accumulation) on both
+    sides, and ``.grad`` stays from step to step where it is zeroed in place."""
     model = MLPLoss(program.width, program.hidden).to(device)
     eager_model = copy.deepcopy(model)
     compiled_loss = compile_fn(model)
@@ -178,7 +180,7 @@ def _train_case(program: Program, device: str, compile_fn: Compile, accumulate: 
             for m in (model, eager_model):
                 for p in m.parameters():
                     p -= LR * p.grad
-                m.zero_grad(set_to_none=True)
+                m.zero_grad(set_to_none=set_to_none)
 
     return Case(lambda x: train(compiled_loss, x), lambda x: train(eager_model, x), grads,
                 after=sgd_and_zero_grad)
@@ -214,6 +216,8 @@ def build_case(kind: str, program: Program, device: str, compile_fn: Compile) ->
         return _train_case(program, device, compile_fn)
     if kind == "train_accum":
         return _train_case(program, device, compile_fn, accumulate=ACCUMULATED_CALLS)
+    if kind == "train_keep":
+        return _train_case(program, device, compile_fn, set_to_none=False)
     raise ValueError(f"unknown kind {kind!r}")
 
 

@@ -43,10 +43,14 @@ KINDS: dict[str, KindInfo] = {
     # train_step with gradient accumulation: the SGD update and zero_grad after every
     # ACCUMULATED_CALLS-th call of it, the gradients summed over the calls between
     "train_accum": KindInfo(1, False, None, 1e-3),
+    # train_step whose gradients are zeroed in place (zero_grad(set_to_none=False)) after the SGD
+    # update of every call: .grad is kept from step to step
+    "train_keep": KindInfo(1, False, None, 1e-3),
 }
 # Kinds a program draws from only when asked for by name (``--kinds``): a kind added to the
-# default draw would change the program of every earlier seed.
-OPT_IN_KINDS = frozenset({"train_accum"})
+# default draw would change the program of every earlier seed. In the order they were added,
+# which their weight seeds keep.
+OPT_IN_KINDS = ("train_accum", "train_keep")
 ACCUMULATED_CALLS = 3
 
 # How a step's (first) input is made. "fresh" a new contiguous tensor; "reuse" the tensor an
@@ -142,7 +146,7 @@ def weight_seed(seed: int, kind: str) -> int:
     defaults = default_kinds()
     if kind in defaults:
         return seed * len(defaults) + defaults.index(kind)
-    return 2**40 + seed * len(OPT_IN_KINDS) + sorted(OPT_IN_KINDS).index(kind)
+    return 2**40 + OPT_IN_KINDS.index(kind) * 2**36 + seed
 
 
 def default_kinds() -> list[str]:
@@ -172,7 +176,7 @@ def generate(seed: int, kinds: Sequence[str] | None = None, max_steps: int = DEF
     drawn = rng.sample(allowed, k=rng.randint(1, min(4, len(allowed))))
     program = Program(
         seed=seed,
-        kinds=sorted(set(drawn) | (OPT_IN_KINDS & set(allowed))),
+        kinds=sorted(set(drawn) | (set(OPT_IN_KINDS) & set(allowed))),
         width=rng.randint(4, 32), channels=rng.randint(2, 4), spatial=rng.randint(3, 6),
         hidden=rng.randint(4, 16))
     batches = rng.sample(range(2, 9), k=2)  # the usual batch, and the occasional other one
