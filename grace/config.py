@@ -64,9 +64,8 @@ scg_pi_strategies: str = Config(default="", env_name_default="GRACE_SCG_PI_STRAT
 
 # Lean replay: a call that replays a recorded graph is dispatched by the tree in one pass with
 # every test the tree makes before a replay (grace.lean.dispatch), instead of the full _run, which
-# runs twice for the first graph of each call. Off by default until PyTorch's CUDA graph trees
-# tests have run with it under each configuration (so far alone and with every other switch).
-lean_replay: bool = Config(default=False, env_name_default="GRACE_LEAN_REPLAY")
+# runs twice for the first graph of each call. Anything it does not expect goes down _run.
+lean_replay: bool = Config(default=True, env_name_default="GRACE_LEAN_REPLAY")
 
 # With any switch on: an output of a replayed CUDA graph that the user still holds when a new
 # generation ends its path raises on its next read, as outputs of warm-ups and recordings do in
@@ -77,8 +76,8 @@ stale_outputs_raise: bool = Config(default=True, env_name_default="GRACE_STALE_O
 # copied before the tree runs again (grace.grad_copies), so that gradients kept across steps
 # (accumulation, zero_grad(set_to_none=False)) sum; stock leaves it on the graph's memory, and the
 # next replay writes over it. Costs one copy of such a .grad, once; nothing where zero_grad sets
-# .grad to None. Off by default until measured on the GPU.
-copy_grads: bool = Config(default=False, env_name_default="GRACE_COPY_GRADS")
+# .grad to None.
+copy_grads: bool = Config(default=True, env_name_default="GRACE_COPY_GRADS")
 
 # Inductor autotunes each Triton kernel only among configurations whose compiled form does not
 # load a pointer it also stores in another layout, or, where every one does, among race-free

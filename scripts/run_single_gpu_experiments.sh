@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh
 PY=$(bash scripts/python.sh)
 WORKLOADS=${WORKLOADS:-single_gpu_25}
-MODES=${MODES:-eager,pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi,grace}
+MODES=${MODES:-eager,pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi,grace-no-lean,grace}
 RUN_ID=${RUN_ID:-$(date +%Y%m%d-%H%M%S)-$$}
 EXPERIMENT=${EXPERIMENT:-single_gpu}
 RUN_DIR=results/raw/$EXPERIMENT/$RUN_ID

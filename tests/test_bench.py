@@ -602,7 +602,16 @@ def test_the_no_guard_mode_turns_only_the_guard_off_and_grace_leaves_it_to_the_c
     assert "GRACE_STALE_OUTPUTS_RAISE" not in grace, "grace@TREE keeps that checkout's default"
 
 
-def test_the_copy_grads_mode_turns_only_gradient_copies_on() -> None:
-    grace, copying = MODES["grace"].env, MODES["grace-copy-grads"].env
-    assert copying == {**grace, "GRACE_COPY_GRADS": "1"}
+def test_the_no_copy_grads_mode_turns_only_gradient_copies_off() -> None:
+    grace, not_copying = MODES["grace"].env, MODES["grace-no-copy-grads"].env
+    assert not_copying == {**grace, "GRACE_COPY_GRADS": "0"}
     assert "GRACE_COPY_GRADS" not in grace, "grace@TREE keeps that checkout's default"
+
+
+def test_figure_11s_bars_add_one_optimization_at_a_time() -> None:
+    """CGCT, +PI and +SCG run with lean replay off; GraCE, the last bar, leaves it to the
+    checkout's default (on)."""
+    lean = {name: MODES[name].env.get("GRACE_LEAN_REPLAY") for name in
+            ("grace-cgct", "grace-cgct-pi", "grace-no-lean", "grace")}
+    assert lean == {"grace-cgct": "0", "grace-cgct-pi": "0", "grace-no-lean": "0", "grace": None}
+    assert MODES["grace-no-lean"].env == {**MODES["grace"].env, "GRACE_LEAN_REPLAY": "0"}

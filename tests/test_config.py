@@ -26,9 +26,9 @@ def test_all_switches_default_on() -> None:
     assert _switches() == {"cgct": True, "pi": True, "scg": True}
 
 
-def test_lean_replay_is_off_until_the_environment_turns_it_on() -> None:
-    code = "import grace.config as c; print(c.lean_replay)"
-    for env, expected in (({}, "False"), ({"GRACE_LEAN_REPLAY": "1"}, "True")):
+def test_lean_replay_and_gradient_copies_are_on_until_the_environment_turns_them_off() -> None:
+    code = "import grace.config as c; print(c.lean_replay, c.copy_grads)"
+    for env, expected in (({}, "True True"), ({"GRACE_LEAN_REPLAY": "0", "GRACE_COPY_GRADS": "0"}, "False False")):
         clean = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
                               env={**clean, **env}, timeout=120)

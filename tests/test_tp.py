@@ -176,17 +176,18 @@ def test_a_mode_started_without_its_switches_is_refused() -> None:
     from grace.tp.__main__ import main, running_switches, switch_mismatch
 
     on = {"GRACE_DISABLE": "0", "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_PI_STRATEGY": "ptx",
-          "GRACE_LEAN_REPLAY": "0", "GRACE_STALE_OUTPUTS_RAISE": "1"}
+          "GRACE_LEAN_REPLAY": "1", "GRACE_STALE_OUTPUTS_RAISE": "1", "GRACE_COPY_GRADS": "1"}
     assert switch_mismatch("grace", on) == []
     assert switch_mismatch("grace-no-guard", on) == ["GRACE_STALE_OUTPUTS_RAISE=0"]
-    assert switch_mismatch("grace-copy-grads", on) == ["GRACE_COPY_GRADS=1"]
-    assert switch_mismatch("grace-copy-grads", {**on, "GRACE_COPY_GRADS": "1"}) == []
+    assert switch_mismatch("grace-no-copy-grads", on) == ["GRACE_COPY_GRADS=0"]
+    assert switch_mismatch("grace-no-copy-grads", {**on, "GRACE_COPY_GRADS": "0"}) == []
+    assert switch_mismatch("grace-no-lean", on) == ["GRACE_LEAN_REPLAY=0"]
     assert switch_mismatch("pt2-cg", on) == ["GRACE_DISABLE=1"]
-    assert switch_mismatch("grace-cgct", on) == ["GRACE_PI=0", "GRACE_SCG=0"]
-    with grace.config.patch(pi=False, scg=True, pi_strategy="prelude", copy_grads=True):
+    assert switch_mismatch("grace-cgct", on) == ["GRACE_PI=0", "GRACE_SCG=0", "GRACE_LEAN_REPLAY=0"]
+    with grace.config.patch(pi=False, scg=True, pi_strategy="prelude", copy_grads=False):
         running = running_switches()
     assert (running["GRACE_PI"], running["GRACE_SCG"], running["GRACE_PI_STRATEGY"]) == ("0", "1", "prelude")
-    assert running["GRACE_COPY_GRADS"] == "1"
+    assert running["GRACE_COPY_GRADS"] == "0"
     assert main(["--env", "pt2-cg"]) == 0
 
 

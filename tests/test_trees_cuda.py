@@ -69,3 +69,15 @@ def test_accumulated_gradients_equal_eagers_with_gradients_copied() -> None:
     steps = [line for line in proc.stdout.splitlines() if line.startswith("window ")]
     assert len(steps) == 18, proc.stdout
     assert all(line.endswith("(equal)") for line in steps), proc.stdout
+
+
+@pytest.mark.parametrize("case", ["first", "new-size"])
+def test_an_input_off_alignment_at_a_first_call_is_copied_not_faulted_on(case: str) -> None:
+    """An input 4 bytes off 16-byte alignment at the first call of a function, or at the first
+    call of a new size of a dynamic one: with GraCE on, every call equals eager's (stock faults
+    with "misaligned address"; the probe run with GRACE_DISABLE=1 shows it)."""
+    env = {**os.environ, "GRACE_DISABLE": "0", "GRACE_SCG_FORCE": "graph"}
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/misaligned_first_call.py"), "--case", case],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count(" ok") == (4 if case == "new-size" else 3), proc.stdout

@@ -28,17 +28,19 @@ class Mode:
         return self.compile_mode == "reduce-overhead"
 
 
-def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx", lean: bool = False,
-           guard: bool = True, copy_grads: bool = False) -> dict[str, str]:
+def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx", lean: bool | None = None,
+           guard: bool = True, copy_grads: bool = True) -> dict[str, str]:
     flag = {True: "1", False: "0"}
     env = {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
-           "GRACE_PI_STRATEGY": pi_strategy, "GRACE_LEAN_REPLAY": flag[lean]}
-    # the guard and gradient copies are set only away from their defaults: a MODE@TREE worker
-    # takes this environment, and an earlier checkout keeps its own defaults for them
+           "GRACE_PI_STRATEGY": pi_strategy}
+    # lean replay (None), the guard and gradient copies are set only away from their defaults: a
+    # MODE@TREE worker takes this environment, and an earlier checkout keeps its own defaults
+    if lean is not None:
+        env["GRACE_LEAN_REPLAY"] = flag[lean]
     if not guard:
         env["GRACE_STALE_OUTPUTS_RAISE"] = "0"
-    if copy_grads:
-        env["GRACE_COPY_GRADS"] = "1"
+    if not copy_grads:
+        env["GRACE_COPY_GRADS"] = "0"
     return env
 
 
@@ -48,25 +50,27 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("eager", "Eager", None, compiled=False, env=_STOCK),
     Mode("pt2-nocg", "PyTorch2-No-CG", None, env=_STOCK),
     Mode("pt2-cg", "PyTorch2-CG", "reduce-overhead", env=_STOCK),
-    Mode("grace-cgct", "CGCT", "reduce-overhead", env=_grace(True, False, False)),
-    Mode("grace-cgct-pi", "+PI", "reduce-overhead", env=_grace(True, True, False)),
+    # Figure 11's bars add one optimization at a time: CGCT, PI, SCG, then lean replay (GraCE)
+    Mode("grace-cgct", "CGCT", "reduce-overhead", env=_grace(True, False, False, lean=False)),
+    Mode("grace-cgct-pi", "+PI", "reduce-overhead", env=_grace(True, True, False, lean=False)),
+    Mode("grace-no-lean", "+SCG", "reduce-overhead", env=_grace(True, True, True, lean=False)),
     Mode("grace", "GraCE", "reduce-overhead", env=_grace(True, True, True)),
     # PI's strategies (2) and (3), for Figure 9: the graph's kernel arguments rewritten by a
     # prelude kernel on the device, or by the host in the instantiated graph.
-    Mode("grace-cgct-pi-prelude", "+PI (prelude)", "reduce-overhead", env=_grace(True, True, False, "prelude")),
-    Mode("grace-cgct-pi-exec", "+PI (exec update)", "reduce-overhead", env=_grace(True, True, False, "exec-update")),
-    # GraCE with lean replay (grace.config.lean_replay, off by default until verified on the GPU)
-    Mode("grace-lean", "GraCE + lean replay", "reduce-overhead", env=_grace(True, True, True, lean=True)),
+    Mode("grace-cgct-pi-prelude", "+PI (prelude)", "reduce-overhead", env=_grace(True, True, False, "prelude", lean=False)),
+    Mode("grace-cgct-pi-exec", "+PI (exec update)", "reduce-overhead",
+         env=_grace(True, True, False, "exec-update", lean=False)),
     # GraCE without the stale-output guard (grace.config.stale_outputs_raise), to measure the
     # guard's cost on the replay path interleaved with GraCE in one run
     Mode("grace-no-guard", "GraCE, no stale-output guard", "reduce-overhead", env=_grace(True, True, True, guard=False)),
-    # GraCE with a backward graph's outputs copied into .grad (grace.config.copy_grads), to
-    # measure the copies' cost on training workloads interleaved with GraCE in one run
-    Mode("grace-copy-grads", "GraCE, gradients copied", "reduce-overhead", env=_grace(True, True, True, copy_grads=True)),
+    # GraCE without gradient copies (grace.config.copy_grads), to measure the copies' cost on
+    # training workloads interleaved with GraCE in one run
+    Mode("grace-no-copy-grads", "GraCE, gradients not copied", "reduce-overhead",
+         env=_grace(True, True, True, copy_grads=False)),
 )}
 
-# The paper's Figures 10 and 11.
-DEFAULT_MODES: tuple[str, ...] = ("eager", "pt2-nocg", "pt2-cg", "grace-cgct", "grace-cgct-pi", "grace")
+# The paper's Figures 10 and 11 (and Figure 11's fourth bar, lean replay).
+DEFAULT_MODES: tuple[str, ...] = ("eager", "pt2-nocg", "pt2-cg", "grace-cgct", "grace-cgct-pi", "grace-no-lean", "grace")
 
 
 TREE_CACHE = ".grace-cache"  # a tree's own GraCE cache (overlay, SCG decisions), inside the tree

@@ -47,9 +47,10 @@ NO_BASELINE = "no baseline"
 NO_SAMPLES = "no samples"
 
 FIG10_MODES: dict[str, str] = {"pt2-cg": "PT2-CG", "grace": "GraCE"}
-FIG11_MODES: dict[str, str] = {"grace-cgct": "CGCT", "grace-cgct-pi": "+PI", "grace": "+SCG"}
-COLORS: dict[str, str] = {"pt2-cg": "#9e9e9e", "grace": "#08519c",
-                          "grace-cgct": "#9ecae1", "grace-cgct-pi": "#4292c6"}
+FIG11_MODES: dict[str, str] = {"grace-cgct": "CGCT", "grace-cgct-pi": "+PI", "grace-no-lean": "+SCG",
+                               "grace": "+lean replay"}
+COLORS: dict[str, str] = {"pt2-cg": "#9e9e9e", "grace": "#08519c", "grace-cgct": "#9ecae1",
+                          "grace-cgct-pi": "#4292c6", "grace-no-lean": "#2171b5"}
 PT2_CG_SEGMENT = "#d9d9d9"
 FOOTNOTE = "median of {n} interleaved iterations; bars p10–p90 of paired ratios"
 

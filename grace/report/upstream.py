@@ -38,8 +38,8 @@ STOCK = "stock"
 # still goes through SCG's profiling on private trees; the "-free" ones show what SCG's own
 # keep-out changes. Every GraCE configuration sets lean replay (grace.config.lean_replay) and
 # gradient copies (grace.config.copy_grads) itself, lean replay on in its "-lean" twin, gradient
-# copies in "all-copy", both off otherwise, so that a change of either switch's default changes
-# no configuration.
+# copies in "all-copy" and "all-lean-copy" (GraCE's defaults, SCG forced), both off otherwise, so
+# that a change of either switch's default changes no configuration.
 _GRACE_ON = {"GRACE_DISABLE": "0", "GRACE_COPY_GRADS": "0"}
 _BASE: dict[str, dict[str, str]] = {
     "cgct": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "0", "GRACE_SCG": "0"},
@@ -59,13 +59,14 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     **{f"{name}-lean": {**env, "GRACE_LEAN_REPLAY": "1"} for name, env in _BASE.items()},
     # every switch, with adopted gradients copied before the next call (grace.grad_copies)
     "all-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "0", "GRACE_COPY_GRADS": "1"},
+    # GraCE's defaults: every switch, lean replay and gradient copies on
+    "all-lean-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1"},
 }
 
 # What a run covers unless told otherwise: stock, each optimization alone, all of them (SCG forced,
-# and deciding freely), lean replay alone and with all of them. A run's CONFIGS picks any
-# configuration above: the other "-lean" twins are what lean replay must also pass before it is
-# on by default.
-RUN_BY_DEFAULT: tuple[str, ...] = (STOCK, *_BASE, "lean", "all-lean")
+# and deciding freely), lean replay alone and with all of them, and GraCE's defaults. A run's
+# CONFIGS picks any configuration above (the other "-lean" twins, "all-copy").
+RUN_BY_DEFAULT: tuple[str, ...] = (STOCK, *_BASE, "lean", "all-lean", "all-lean-copy")
 
 OUTCOMES = ("passed", "failed", "errors", "skipped")
 _LOG_LINE = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b.*?(\S+\.py::\S+)|(\S+\.py::\S+)\s.*?\b(PASSED|FAILED|ERROR|SKIPPED)\b")

@@ -1,31 +1,55 @@
 """A reduce-overhead function whose first call gets an input 4 bytes off 16-byte alignment.
 
-Stock torch 2.11 faults here ("CUDA error: misaligned address"): the function's warm-up run
-launches a Triton kernel specialized for 16-byte-aligned pointers on the misaligned input. The
-differential test reaches the same fault (seed 28695003, a first call of `binary` on a
-"misaligned" input) under every GraCE configuration, one step after stock stops at its own
-assertion; this shows the fault is stock's, not GraCE's.
+Stock torch 2.11 faults here ("CUDA error: misaligned address"): CUDA graph trees list the
+inputs to check for alignment from the first call's inputs, so an input off alignment there
+reaches, in the warm-up run, Triton kernels specialized for 16-byte-aligned pointers. Two cases:
 
-    GRACE_DISABLE=1 python scripts/probes/misaligned_first_call.py
+- ``first``: the function's very first call (the differential test's seed 28695003, a first
+  call of ``binary`` on a "misaligned" input);
+- ``new-size``: a function with a dynamic batch size, first called aligned at batch 8, then at
+  batch 6 off alignment: the first call for that size (the differential test's seed 76475015,
+  step 32, a ``mutate_buf`` call at a batch size new to its dynamic graph).
+
+With a GraCE switch on, the tree checks such an input too and copies it into an aligned clone
+(``grace.input_alignment``). Each call prints "ok" once its result equals eager's; a fault
+ends the process (the CUDA context is lost).
+
+    GRACE_DISABLE=1 python scripts/probes/misaligned_first_call.py --case new-size   # stock
+    GRACE_SCG_FORCE=graph python scripts/probes/misaligned_first_call.py --case new-size
 """
+
+import argparse
 
 import torch
 
 from grace.difftest.execute import binary, configure_torch
 
 
+def off_alignment(rows: int, cols: int) -> torch.Tensor:
+    base = torch.randn(rows * cols + 1, device="cuda")
+    return base[1:].view(rows, cols)  # one float past the block's start
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--case", choices=("first", "new-size"), default="first")
+    args = parser.parse_args()
     configure_torch()
     f = torch.compile(binary, mode="reduce-overhead")
-    base = torch.randn(61, device="cuda")
-    x = base[1:61].view(5, 12)  # one float past the block's start
-    y = torch.randn(5, 12, device="cuda")
+    calls = []
+    if args.case == "new-size":
+        x8, y8 = torch.randn(8, 12, device="cuda"), torch.randn(8, 12, device="cuda")
+        torch._dynamo.mark_dynamic(x8, 0)
+        torch._dynamo.mark_dynamic(y8, 0)
+        calls.append((x8, y8))
+    x = off_alignment(6, 12)
+    calls += [(x, torch.randn(6, 12, device="cuda"))] * 3
     print("x.data_ptr() % 16 =", x.data_ptr() % 16)
-    for i in range(3):
-        out = f(x, y)
+    for i, (a, b) in enumerate(calls):
+        out = f(a, b)
         torch.cuda.synchronize()
-        torch.testing.assert_close(out, binary(x, y))
-        print("call", i, "ok")
+        torch.testing.assert_close(out, binary(a, b))
+        print("call", i, "ok", flush=True)
 
 
 if __name__ == "__main__":
