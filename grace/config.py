@@ -1,15 +1,15 @@
 """GraCE's switches, in the style of ``torch._inductor.config``.
 
-Each optimization is one switch, on by default once GraCE is installed (lean replay excepted,
-below); every switch off is stock PyTorch. Set them from Python::
+Each optimization is one switch, on by default once GraCE is installed; every switch off is
+stock PyTorch. Set them from Python::
 
     import grace.config
     grace.config.scg = False
     with grace.config.patch(pi=False): ...
 
 or from the environment, read when this module is first imported: ``GRACE_CGCT=0``,
-``GRACE_PI=0``, ``GRACE_SCG=0`` ("1" turns one on; ``GRACE_LEAN_REPLAY=1`` turns on lean
-replay). The environment sets a switch's default
+``GRACE_PI=0``, ``GRACE_SCG=0``, ``GRACE_LEAN_REPLAY=0`` ("1" turns one on). The environment
+sets a switch's default
 and Python settings override it, so that GraCE's own scoped patches (SCG records a candidate
 graph with PI off to time it against PI on) hold in a process started with ``GRACE_PI=1``.
 ``GRACE_DISABLE=1`` goes further and keeps the patched sources from loading at all (see
