@@ -29,14 +29,15 @@ def test_doctor_reports_versions_patches_and_switches(tmp_path: Path) -> None:
     out = proc.stdout
     assert "torch      2.11.0" in out and "(pinned 2.11.0)" in out and "triton     3.6.0" in out
     assert f"in overlay {built.path}" in out
-    assert "switches   on: cgct, pi; off: scg" in out
-    assert "safety     stale-output guard on; race-free kernel configurations on; adopted gradients left" in out
+    assert "switches   on: cgct, pi, lean_replay; off: scg" in out
+    assert "safety     stale-output guard on; race-free kernel configurations on; adopted gradients copied" in out
     assert "pi         strategy ptx, table write copy" in out
     assert "gpu " in out
-    proc = _doctor(tmp_path, GRACE_CGCT="0", GRACE_PI="0", GRACE_SCG="0", GRACE_RACE_FREE_KERNELS="0")
+    proc = _doctor(tmp_path, GRACE_CGCT="0", GRACE_PI="0", GRACE_SCG="0", GRACE_LEAN_REPLAY="0",
+                   GRACE_RACE_FREE_KERNELS="0")
     assert "safety     stale-output guard off; race-free kernel configurations off" in proc.stdout
-    proc = _doctor(tmp_path, GRACE_COPY_GRADS="1")
-    assert "adopted gradients copied before the next call" in proc.stdout
+    proc = _doctor(tmp_path, GRACE_COPY_GRADS="0")
+    assert "adopted gradients left on the graph's memory (stock)" in proc.stdout
     proc = _doctor(tmp_path, GRACE_PI_TABLE_WRITE="pinned")
     assert proc.returncode == 1 and "GRACE_PI_TABLE_WRITE='pinned': choose one of copy, memop" in proc.stdout
     proc = _doctor(tmp_path, GRACE_PI_STRATEGY="fast")
