@@ -113,6 +113,20 @@ def test_geomean_uses_only_workloads_where_both_rows_are_ok(rows):
     assert pt2_cg_speedups(rows)["geomean"] == pytest.approx(2 ** 0.5)
 
 
+def test_figure_11_places_a_grace_row_by_the_lean_replay_it_ran_with(rows):
+    """A GraCE row without recorded switches (the fixture's, from before lean replay was on by
+    default) or with lean replay off is the "+SCG" bar; one that ran with it is the fourth."""
+    fig11 = by_key(figure11_cells(rows))
+    assert fig11["geomean", "grace-no-lean"].speedup == pytest.approx((4.0 * 3.0 * 2.0) ** (1 / 3))
+    assert not fig11["geomean", "grace"].ok, "no row ran with lean replay"
+    lean = [{**r, "switches": {"GRACE_LEAN_REPLAY": "1"}} if r["mode"] == "grace" else r for r in rows]
+    fig11 = by_key(figure11_cells(lean))
+    assert fig11["geomean", "grace"].speedup == pytest.approx((4.0 * 3.0 * 2.0) ** (1 / 3))
+    assert not fig11["geomean", "grace-no-lean"].ok
+    off = [{**r, "switches": {"GRACE_LEAN_REPLAY": "0"}} for r in rows]
+    assert by_key(figure11_cells(off))["geomean", "grace-no-lean"].ok
+
+
 def test_geomean_spread_is_over_per_round_geomeans(rows):
     cell = by_key(figure10_cells(rows))["geomean", "grace"]
     ratios = np.array([fixture_samples(rows, w, "pt2-nocg") / fixture_samples(rows, w, "grace")

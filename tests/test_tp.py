@@ -173,7 +173,8 @@ def test_modes_that_start_alike_share_a_launch_each_with_its_own_checked_row(tmp
 
 def test_a_mode_started_without_its_switches_is_refused() -> None:
     import grace.config
-    from grace.tp.__main__ import main, running_switches, switch_mismatch
+    from grace.switches import running_switches
+    from grace.tp.__main__ import main, switch_mismatch
 
     on = {"GRACE_DISABLE": "0", "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_PI_STRATEGY": "ptx",
           "GRACE_LEAN_REPLAY": "1", "GRACE_STALE_OUTPUTS_RAISE": "1", "GRACE_COPY_GRADS": "1"}

@@ -177,6 +177,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
         "graph_pool_bytes": None,
+        "switches": None,  # GraCE's switches as the worker ran (grace.switches)
         "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None, "pi": None,
         "coverage": None,
         "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
@@ -279,7 +280,7 @@ def exclusive(lock_path: Path | None, what: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-SUMMARY_KEYS = ("peak_replay_mem_bytes", "graph_pool_bytes", "cuda_graphs", "cudagraph_skips",
+SUMMARY_KEYS = ("switches", "peak_replay_mem_bytes", "graph_pool_bytes", "cuda_graphs", "cudagraph_skips",
                 "partition_reasons", "check", "scg", "pi", "coverage")
 
 

@@ -332,10 +332,12 @@ class Case:
         from grace import trees
         from grace.pi import report as pi_report
         from grace.scg import report
+        from grace.switches import running_switches
 
         scg = report.records()
         pi = pi_report.records()
         return {
+            "switches": running_switches(),
             "scg": {"summary": report.summarize(scg), "graphs": [asdict(r) for r in scg]} if scg else None,
             "pi": {"summary": pi_report.summarize(pi), "graphs": [asdict(r) for r in pi]} if pi else None,
             "peak_replay_mem_bytes": self.peak_mem if self.cuda else None,

@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {path}")
     print()
     print(f"speedup over PT2-NoCG ({rows[0].get('experiment', '?')}, run {rows[0].get('run_id', '?')}):")
-    print(figures.speedup_table(rows, modes))
+    print(figures.speedup_table(rows if args.figure == "figure10" else [figures.fig11_row(r) for r in rows], modes))
     return 0
 
 

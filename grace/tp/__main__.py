@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from grace.bench.modes import MODES
+from grace.switches import running_switches
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -80,22 +81,9 @@ def mode_env(name: str) -> str:
     return " ".join(f"{k}={v}" for k, v in MODES[name].env.items())
 
 
-def running_switches() -> dict[str, str]:
-    """GraCE's switches as this process runs with them, in the terms of the variables that set
-    them at interpreter start (``GRACE_DISABLE``: whether the patched modules are served)."""
-    from grace import _autoload, config
-
-    flag = {True: "1", False: "0"}
-    return {"GRACE_DISABLE": flag[_autoload.installed() is None], "GRACE_CGCT": flag[bool(config.cgct)],
-            "GRACE_PI": flag[bool(config.pi)], "GRACE_SCG": flag[bool(config.scg)],
-            "GRACE_PI_STRATEGY": str(config.pi_strategy), "GRACE_LEAN_REPLAY": flag[bool(config.lean_replay)],
-            "GRACE_STALE_OUTPUTS_RAISE": flag[bool(config.stale_outputs_raise)],
-            "GRACE_COPY_GRADS": flag[bool(config.copy_grads)]}
-
-
 def switch_mismatch(name: str, running: dict[str, str]) -> list[str]:
-    """The variables of mode ``name`` whose switch ``running`` (:func:`running_switches`) does
-    not have as the mode needs."""
+    """The variables of mode ``name`` whose switch ``running``
+    (:func:`grace.switches.running_switches`) does not have as the mode needs."""
     return [f"{k}={v}" for k, v in MODES[name].env.items() if running.get(k) != v]
 
 
