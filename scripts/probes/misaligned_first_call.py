@@ -1,14 +1,16 @@
 """A reduce-overhead function whose first call gets an input 4 bytes off 16-byte alignment.
 
-Stock torch 2.11 faults here ("CUDA error: misaligned address"): CUDA graph trees list the
-inputs to check for alignment from the first call's inputs, so an input off alignment there
-reaches, in the warm-up run, Triton kernels specialized for 16-byte-aligned pointers. Two cases:
+Two cases:
 
-- ``first``: the function's very first call (the differential test's seed 28695003, a first
-  call of ``binary`` on a "misaligned" input);
 - ``new-size``: a function with a dynamic batch size, first called aligned at batch 8, then at
   batch 6 off alignment: the first call for that size (the differential test's seed 76475015,
-  step 32, a ``mutate_buf`` call at a batch size new to its dynamic graph).
+  step 32, a ``mutate_buf`` call at a batch size new to its dynamic graph). Inductor compiled the
+  kernels for the aligned example, and CUDA graph trees list the inputs they check for alignment
+  from the first call of each size, so under stock the misaligned input reaches kernels
+  specialized for 16-byte-aligned pointers ("CUDA error: misaligned address").
+- ``first``: the function's very first call (the differential test's seed 28695003, a first
+  call of ``binary`` on a "misaligned" input), which faulted under stock when this probe was
+  written; which kernel assumes the alignment there is not established.
 
 With a GraCE switch on, the tree checks such an input too and copies it into an aligned clone
 (``grace.input_alignment``). Each call prints "ok" once its result equals eager's; a fault
