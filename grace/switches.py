@@ -6,13 +6,8 @@ environment: a mode leaves some switches to the checkout's defaults, and default
 
 from __future__ import annotations
 
-# The switches as the environment names them, in the order they are reported.
-VARIABLES = ("GRACE_DISABLE", "GRACE_CGCT", "GRACE_PI", "GRACE_SCG", "GRACE_PI_STRATEGY", "GRACE_LEAN_REPLAY",
-             "GRACE_STALE_OUTPUTS_RAISE", "GRACE_COPY_GRADS")
-
-
 def running_switches() -> dict[str, str]:
-    """Each of :data:`VARIABLES` with its value in this process (``GRACE_DISABLE``: whether the
+    """Each switch's variable with its value in this process (``GRACE_DISABLE``: whether the
     patched modules are served)."""
     from grace import _autoload, config
 
