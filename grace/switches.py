@@ -6,6 +6,7 @@ environment: a mode leaves some switches to the checkout's defaults, and default
 
 from __future__ import annotations
 
+
 def running_switches() -> dict[str, str]:
     """Each switch's variable with its value in this process (``GRACE_DISABLE``: whether the
     patched modules are served)."""
