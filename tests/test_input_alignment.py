@@ -53,7 +53,7 @@ class _Recording:
 
     def __call__(self, model: Any, inputs: list[Any], static_input_idxs: Any, **_: Any) -> tuple[Any, Any]:
         def replay(new_inputs: list[Any]) -> Any:
-            self.pointers.append([t.data_ptr() for t in new_inputs])
+            self.pointers.append([t.data_ptr() if isinstance(t, torch.Tensor) else t for t in new_inputs])
             return model(new_inputs)
 
         return replay, replay(inputs)
@@ -80,3 +80,26 @@ def test_the_tree_copies_an_input_off_alignment_at_its_first_call(monkeypatch: p
     assert all(ptrs[0] % ALIGNMENT == 0 for ptrs in recording.pointers) == hardened
     torch.testing.assert_close(outs[0], first * 2)
     torch.testing.assert_close(outs[1], later * 2)
+
+
+def test_a_new_size_of_a_dynamic_function_gets_its_own_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree keys its recordings by the symbolic sizes among the inputs: a size first called
+    with an aligned input, then a new size first called off alignment; the new size's calls hand
+    the model aligned copies (the case a dynamic batch size meets)."""
+    recording = _Recording()
+    monkeypatch.setattr(ct, "cudagraphify", recording)
+    monkeypatch.setattr(input_alignment, "_on_gpu", everywhere)
+
+    def model(inputs: list[Any]) -> list[torch.Tensor]:
+        return [inputs[1][: inputs[0]] + 1]
+
+    aligned8 = torch.randn(8, 4)
+    six = misaligned(6, 4, seed=3)
+    with config.patch({**ALL_OFF, "scg": True}):
+        run = ct.cudagraphify_impl(model, [8, aligned8], static_input_idxs=(), device_index=0, is_backward=False,
+                                   is_inference=True)
+        run([8, aligned8])
+        outs = [run([6, six])[0], run([6, six])[0]]
+    assert [ptrs[1] % ALIGNMENT == 0 for ptrs in recording.pointers] == [True, True, True]
+    for out in outs:
+        torch.testing.assert_close(out, six + 1)
