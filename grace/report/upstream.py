@@ -38,7 +38,7 @@ STOCK = "stock"
 # still goes through SCG's profiling on private trees; the "-free" ones show what SCG's own
 # keep-out changes. Every GraCE configuration sets lean replay (grace.config.lean_replay) and
 # gradient copies (grace.config.copy_grads) itself, lean replay on in its "-lean" twin, gradient
-# copies in "all-copy" and "all-lean-copy" (GraCE's defaults, SCG forced), both off otherwise, so
+# copies in the "-copy" ones ("all-free-lean-copy" is GraCE's defaults), both off otherwise, so
 # that a change of either switch's default changes no configuration.
 _GRACE_ON = {"GRACE_DISABLE": "0", "GRACE_COPY_GRADS": "0"}
 _BASE: dict[str, dict[str, str]] = {
@@ -59,8 +59,9 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     **{f"{name}-lean": {**env, "GRACE_LEAN_REPLAY": "1"} for name, env in _BASE.items()},
     # every switch, with adopted gradients copied before the next call (grace.grad_copies)
     "all-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "0", "GRACE_COPY_GRADS": "1"},
-    # GraCE's defaults: every switch, lean replay and gradient copies on
+    # GraCE's defaults with SCG forced to record, and exactly as a user gets them (SCG deciding)
     "all-lean-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1"},
+    "all-free-lean-copy": {**_BASE["all-free"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1"},
 }
 
 # What a run covers unless told otherwise: stock, each optimization alone, all of them (SCG forced,
