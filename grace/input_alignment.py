@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-ALIGNMENT = 16  # torch._inductor.utils.ALIGNMENT: Triton's divisibility of pointer arguments
+from torch._inductor.utils import ALIGNMENT, is_gpu
 
 
 def with_misaligned_inputs(inputs: Sequence[Any], checked: Sequence[int], static_input_idxs: Sequence[int],
@@ -46,6 +46,4 @@ def with_misaligned_inputs(inputs: Sequence[Any], checked: Sequence[int], static
 
 
 def _on_gpu(t: Any) -> bool:
-    from torch._inductor.utils import is_gpu
-
     return is_gpu(t.device.type)
