@@ -3,21 +3,20 @@
 Two cases:
 
 - ``new-size``: a function with a dynamic batch size, first called aligned at batch 8, then at
-  batch 6 off alignment: the first call for that size (the differential test's seed 76475015,
-  step 32, a ``mutate_buf`` call at a batch size new to its dynamic graph). Inductor compiled the
-  kernels for the aligned example, and CUDA graph trees list the inputs they check for alignment
-  from the first call of each size, so under stock the misaligned input reaches kernels
-  specialized for 16-byte-aligned pointers ("CUDA error: misaligned address").
-- ``first``: the function's very first call (the differential test's seed 28695003, a first
-  call of ``binary`` on a "misaligned" input), which faulted under stock when this probe was
-  written; which kernel assumes the alignment there is not established.
+  batch 6 off alignment: the first call for that size, shaped after the differential test's
+  seed 76475015 (step 32, a ``mutate_buf`` call at a batch size new to its dynamic graph), which
+  faulted with "CUDA error: misaligned address" under stock and under GraCE alike.
+- ``first``: the function's very first call on an input off alignment, shaped after the
+  differential test's seed 28695003.
 
-With a GraCE switch on, the tree checks such an input too and copies it into an aligned clone
-(``grace.input_alignment``). Each call prints "ok" once its result equals eager's; a fault
-ends the process (the CUDA context is lost).
+CUDA graph trees list the inputs they check for alignment from the first call of each size,
+while Inductor's kernels assume the alignment of the example they were compiled for. Neither
+case faults on an H200 under stock or GraCE's defaults, so the differential programs' fault is
+not reproduced by them; GraCE keeps stock's alignment checks. Each call prints "ok" once its
+result equals eager's; a fault ends the process (the CUDA context is lost).
 
     GRACE_DISABLE=1 python scripts/probes/misaligned_first_call.py --case new-size   # stock
-    GRACE_SCG_FORCE=graph python scripts/probes/misaligned_first_call.py --case new-size
+    python scripts/probes/misaligned_first_call.py --case new-size                    # GraCE's defaults
 """
 
 import argparse
