@@ -81,3 +81,15 @@ def test_an_input_off_alignment_at_a_first_call_gives_eagers_result(case: str) -
                           capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count(" ok") == (4 if case == "new-size" else 3), proc.stdout
+
+
+@pytest.mark.parametrize("rearm", ["reload", "overwritten"])
+def test_a_function_whose_kernel_was_armed_again_is_recorded_without_autotuning_in_the_capture(rearm: str) -> None:
+    """A warmed-up function recorded after its Triton kernel was armed to autotune again
+    (scripts/probes/autotune_in_capture.py): with GraCE's switches at their defaults (the probe
+    forces SCG to record) it is warmed up again, then recorded, and every step equals eager's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/autotune_in_capture.py"), "--rearm", rearm],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count(" ok") == 3, proc.stdout
