@@ -34,8 +34,8 @@ _REWARMED_ATTR = "_grace_rewarmed_for"
 
 def kernels_to_tune(fn: Callable[..., Any]) -> list[str]:
     """The global names, in ``fn``'s code and the code nested in it, of Inductor autotuners
-    that would benchmark or compile at their next launch (not exactly one launcher), sorted.
-    Empty for a callable that is not a Python function."""
+    that would benchmark or compile at their next launch, sorted. Empty for a callable that is
+    not a Python function."""
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     code = getattr(fn, "__code__", None)
@@ -43,7 +43,16 @@ def kernels_to_tune(fn: Callable[..., Any]) -> list[str]:
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
         return []
     return sorted(name for name in _global_names(code)
-                  if isinstance(kernel := namespace.get(name), CachingAutotuner) and len(kernel.launchers) != 1)
+                  if isinstance(kernel := namespace.get(name), CachingAutotuner) and _would_tune(kernel))
+
+
+def _would_tune(kernel: Any) -> bool:
+    """What ``CachingAutotuner.run`` tunes at a launch: several launchers (or none, compiled
+    first), or one not yet found by coordinate descent where that tuning is on."""
+    if len(kernel.launchers) != 1:
+        return True
+    return (bool(getattr(kernel, "inductor_meta", {}).get("coordinate_descent_tuning", False))
+            and not getattr(kernel.launchers[0].config, "found_by_coordesc", False))
 
 
 def warm_up_first(fn: Callable[..., Any], label: str) -> bool:
