@@ -10,9 +10,11 @@ Two cases:
   differential test's seed 28695003.
 
 CUDA graph trees list the inputs they check for alignment from the first call of each size,
-while Inductor's kernels assume the alignment of the example they were compiled for. Neither
-case faults on an H200 under stock or GraCE's defaults, so the differential programs' fault is
-not reproduced by them; GraCE keeps stock's alignment checks. Each call prints "ok" once its
+while Inductor's kernels assume the alignment of the example they were compiled for. With 12
+columns neither case faults on an H200 under stock or GraCE's defaults, so the differential
+programs' fault is not reproduced by them; GraCE keeps stock's alignment checks. ``--cols 64``
+makes the element count a multiple of 16 at every size, which lets Triton vectorize the loads
+of a pointer it was told is aligned: the case to try next. Each call prints "ok" once its
 result equals eager's; a fault ends the process (the CUDA context is lost).
 
     GRACE_DISABLE=1 python scripts/probes/misaligned_first_call.py --case new-size   # stock
@@ -34,17 +36,20 @@ def off_alignment(rows: int, cols: int) -> torch.Tensor:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case", choices=("first", "new-size"), default="first")
+    parser.add_argument("--cols", type=int, default=12,
+                        help="columns: 64 makes every size a multiple of 16 elements, so that Triton may "
+                             "vectorize the loads of an input it was told is aligned")
     args = parser.parse_args()
     configure_torch()
     f = torch.compile(binary, mode="reduce-overhead")
     calls = []
     if args.case == "new-size":
-        x8, y8 = torch.randn(8, 12, device="cuda"), torch.randn(8, 12, device="cuda")
+        x8, y8 = torch.randn(8, args.cols, device="cuda"), torch.randn(8, args.cols, device="cuda")
         torch._dynamo.mark_dynamic(x8, 0)
         torch._dynamo.mark_dynamic(y8, 0)
         calls.append((x8, y8))
-    x = off_alignment(6, 12)
-    calls += [(x, torch.randn(6, 12, device="cuda"))] * 3
+    x = off_alignment(6, args.cols)
+    calls += [(x, torch.randn(6, args.cols, device="cuda"))] * 3
     print("x.data_ptr() % 16 =", x.data_ptr() % 16)
     for i, (a, b) in enumerate(calls):
         out = f(a, b)
