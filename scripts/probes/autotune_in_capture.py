@@ -68,6 +68,8 @@ def main() -> None:
         torch.compiler.cudagraph_mark_step_begin()
         ch(x)
     torch.cuda.synchronize()
+    if not sin_kernels():
+        raise SystemExit(f"no autotuner named {KERNEL}: Inductor named f's kernel otherwise; nothing to re-arm")
     print("launchers after f's recording:", [len(k.launchers) for k in sin_kernels()], flush=True)
     if args.rearm == "overwritten":
         torch.compiler.cudagraph_mark_step_begin()
