@@ -1,5 +1,5 @@
-"""Whether a compiled function's Triton kernels would autotune at their next launch, so that
-the tree warms it up again rather than recording it.
+"""Whether a compiled function's Triton kernels were armed to autotune again since they were
+tuned, so that the tree warms it up again rather than recording it.
 
 CUDA graph trees record a function only after a warm-up run, in which each of Inductor's
 Triton kernels (a ``CachingAutotuner``) benchmarks its configurations once and keeps the
@@ -11,12 +11,12 @@ a function that was warmed up earlier, the autotuner benchmarks inside the captu
 ``synchronize`` is not allowed: the capture fails ("operation not permitted when stream is
 capturing"), under stock and GraCE alike.
 
-:func:`warm_up_first` is asked once per recording. Where a kernel the function names would
-tune (or compile) at its launch, the tree runs the function as a warm-up instead, the
-transition stock makes for every function on a path that is warming up, and records it at a
-later call. A function is warmed up again for this once; if the same kernels are still armed
-at its next recording (a kernel the code names but did not launch), it is recorded as stock
-records it, and the log says so.
+:func:`warm_up_first` is asked once per recording. Where a kernel the function names was
+armed again, the tree runs the function as a warm-up instead, the transition stock makes for
+every function on a path that is warming up, and records it at a later call. A function is
+warmed up again for this once; if the same kernels are still armed at its next recording (its
+warm-up did not launch them), it is recorded as stock records it, and the log says so. Tuning
+by coordinate descent (off by default) leaves no such mark and is not covered.
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ _REWARMED_ATTR = "_grace_rewarmed_for"
 
 def kernels_to_tune(fn: Callable[..., Any]) -> list[str]:
     """The global names, in ``fn``'s code and the code nested in it, of Inductor autotuners
-    that would benchmark or compile at their next launch, sorted. Empty for a callable that is
-    not a Python function."""
+    armed again: tuned once (``autotune_time_taken_ns``) and holding several launchers, so that
+    their next launch benchmarks. Sorted; empty for a callable that is not a Python function.
+
+    A kernel never tuned is not named: one the last warm-up did not launch (a branch not taken)
+    would tune at its first launch under stock too, and warming up again would not tune it."""
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     code = getattr(fn, "__code__", None)
@@ -43,16 +46,8 @@ def kernels_to_tune(fn: Callable[..., Any]) -> list[str]:
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
         return []
     return sorted(name for name in _global_names(code)
-                  if isinstance(kernel := namespace.get(name), CachingAutotuner) and _would_tune(kernel))
-
-
-def _would_tune(kernel: Any) -> bool:
-    """What ``CachingAutotuner.run`` tunes at a launch: several launchers (or none, compiled
-    first), or one not yet found by coordinate descent where that tuning is on."""
-    if len(kernel.launchers) != 1:
-        return True
-    return (bool(getattr(kernel, "inductor_meta", {}).get("coordinate_descent_tuning", False))
-            and not getattr(kernel.launchers[0].config, "found_by_coordesc", False))
+                  if isinstance(kernel := namespace.get(name), CachingAutotuner)
+                  and kernel.autotune_time_taken_ns > 0 and len(kernel.launchers) != 1)
 
 
 def warm_up_first(fn: Callable[..., Any], label: str) -> bool:
@@ -70,8 +65,8 @@ def warm_up_first(fn: Callable[..., Any], label: str) -> bool:
         setattr(fn, _REWARMED_ATTR, armed)
     except (AttributeError, TypeError):
         return False  # nowhere to note it, so nothing bounds the warm-ups: record as stock
-    log.info("GraCE: %s warmed up again before its recording: kernels %s would autotune inside "
-             "the capture", label, ", ".join(armed))
+    log.info("GraCE: %s warmed up again before its recording: kernels %s were armed to autotune "
+             "again, which cannot run inside the capture", label, ", ".join(armed))
     return True
 
 

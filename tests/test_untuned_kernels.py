@@ -6,7 +6,6 @@ fake manager."""
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,16 +16,12 @@ import grace.config
 from grace.untuned_kernels import kernels_to_tune, warm_up_first
 
 
-class Launcher:
-    def __init__(self, found_by_coordesc: bool = False) -> None:
-        self.config = SimpleNamespace(found_by_coordesc=found_by_coordesc)
-
-
-def autotuner(launchers: int, coordesc: bool = False, found: bool = False) -> CachingAutotuner:
-    """An autotuner with ``launchers`` launchers and nothing compiled: all the check reads."""
+def autotuner(launchers: int, tuned: bool = True) -> CachingAutotuner:
+    """An autotuner with ``launchers`` launchers, tuned once or never, and nothing compiled: all
+    the check reads."""
     kernel = object.__new__(CachingAutotuner)
-    kernel.launchers = [Launcher(found) for _ in range(launchers)]
-    kernel.inductor_meta = {"coordinate_descent_tuning": coordesc}
+    kernel.launchers = [object() for _ in range(launchers)]
+    kernel.autotune_time_taken_ns = 1_000_000 if tuned else 0
     return kernel
 
 
@@ -48,9 +43,11 @@ def test_kernels_armed_to_tune_are_named_and_tuned_ones_are_not(nested: bool) ->
     assert kernels_to_tune(fn) == ["triton_poi_a", "triton_poi_b"]
 
 
-def test_one_launcher_still_to_tune_by_coordinate_descent_is_armed() -> None:
-    fn = generated({"triton_poi_a": autotuner(1, coordesc=True), "triton_poi_b": autotuner(1, coordesc=True, found=True)})
-    assert kernels_to_tune(fn) == ["triton_poi_a"]
+def test_a_kernel_never_tuned_is_left_to_stock() -> None:
+    """One the last warm-up did not launch (a branch not taken): stock tunes it wherever it
+    first launches, and another warm-up would not tune it either."""
+    fn = generated({"triton_poi_a": autotuner(3, tuned=False), "triton_poi_b": autotuner(0, tuned=False)})
+    assert kernels_to_tune(fn) == []
 
 
 def test_globals_the_function_does_not_name_and_other_objects_are_ignored() -> None:
@@ -70,7 +67,7 @@ def test_a_function_is_warmed_up_again_once_per_armed_set(caplog: pytest.LogCapt
         assert "still armed" in caplog.text
     kernel.launchers = kernel.launchers[:1]
     assert not warm_up_first(fn, "f1")  # tuned
-    kernel.launchers = [Launcher(), Launcher()]  # armed again by a later compile
+    kernel.launchers = [object(), object()]  # armed again by a later compile
     assert warm_up_first(fn, "f1")
 
 
