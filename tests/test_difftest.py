@@ -888,3 +888,23 @@ def test_a_feedback_step_whose_mismatch_is_drift_goes_on_and_is_recorded() -> No
     result = run.run()
     assert result["status"] == "ok" and result["amplified"] == [1], result
     assert result["stale"] == [], "its held output is rechecked against the reference on its own input"
+
+
+def test_a_stale_read_no_stock_run_judges_is_listed_with_its_replay(tmp_path: Path) -> None:
+    """A held output read stale after stock had stopped: not worse, but listed with where stock
+    ended and the command that replays it; one stock judged as worse is not listed again."""
+    settings = Settings(configs=["stock", "cgct", "all"], out=tmp_path, max_steps=5, kinds=["pointwise"])
+    records = [{**_r("stock", "error", seed=5, kind="RuntimeError: overwritten", step=2), "stale": []},
+               {**_r("cgct", "ok", seed=5), "stale": [[4, 3]]},
+               {**_r("all", "ok", seed=5), "stale": []}]
+    write_reports(tmp_path, records, settings)
+    text = (tmp_path / "worse_than_stock.md").read_text()
+    part = text.split("# Stale reads no stock run judges", 1)[1].split("# Stock's own failures", 1)[0]
+    assert "seed 5, cgct: [[4, 3]] (stock ended at step 2)" in part
+    assert replay_command(5, "cgct", settings) in part and "seed 5, all" not in part
+    worse = _stale_case(6, again_detected=[[4, 0]])
+    write_reports(tmp_path, worse, Settings(configs=["stock", "stock-again", "cgct"], out=tmp_path, max_steps=5,
+                                             kinds=["pointwise"]))
+    text = (tmp_path / "worse_than_stock.md").read_text()
+    assert "## seed 6, cgct" in text
+    assert text.split("# Stale reads no stock run judges", 1)[1].split("# Stock's own failures", 1)[0].count("seed 6") == 0

@@ -332,6 +332,19 @@ def write_worse_md(path: Path, records: list[dict[str, Any]], settings: Settings
                   f"`{replay_command(r['seed'], r['configuration'], settings)}`"]
     if not past:
         lines += ["None."]
+    unjudged = [r for r in records if r["configuration"] not in (STOCK, STOCK_AGAIN) and r.get("stale")
+                and not any(w is r for w in worse)]
+    lines += ["", "# Stale reads no stock run judges", "",
+              "Held outputs this configuration read without error after a later replay had changed them, "
+              "where stock caught no overwrite of the same output before its own end (it read it stale "
+              "too, or had stopped): not worse, but a wrong value to look at; (step read at, held step):", ""]
+    for r in unjudged:
+        ends = ", ".join(f"{s['configuration']} ended {('at step ' + str(s['step'])) if s.get('step') is not None else 'ok'}"
+                         for s in stock_runs(seeds[r["seed"]], r["configuration"]))
+        lines += [f"- seed {r['seed']}, {r['configuration']}: {r['stale']} ({ends or 'no stock run'}); "
+                  f"`{replay_command(r['seed'], r['configuration'], settings)}`"]
+    if not unjudged:
+        lines += ["None."]
     lines += ["", "# Stock's own failures", "",
               "Failures of stock PyTorch itself (for instance reading an output that a later replay "
               "overwrote, which raises by design); a configuration is judged against them.", ""]
