@@ -35,12 +35,18 @@ _REWARMED_ATTR = "_grace_rewarmed_for"
 def kernels_to_tune(fn: Callable[..., Any]) -> list[str]:
     """The global names, in ``fn``'s code and the code nested in it, of Inductor autotuners
     armed again: tuned once (``autotune_time_taken_ns``) and holding several launchers, so that
-    their next launch benchmarks. Sorted; empty for a callable that is not a Python function.
+    their next launch benchmarks. ``fn`` is looked at under its wrappers
+    (:func:`grace.generated.innermost`). Sorted; empty for a callable that is not a Python
+    function.
 
     A kernel never tuned is not named: one the last warm-up did not launch (a branch not taken)
     would tune at its first launch under stock too, and warming up again would not tune it."""
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
+    from grace.generated import innermost
+
+    fn = innermost(fn)
+    fn = getattr(fn, "__func__", fn)  # a bound method
     code = getattr(fn, "__code__", None)
     namespace = getattr(fn, "__globals__", None)
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):

@@ -5,6 +5,7 @@ fake manager."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -48,6 +49,18 @@ def test_a_kernel_never_tuned_is_left_to_stock() -> None:
     first launches, and another warm-up would not tune it either."""
     fn = generated({"triton_poi_a": autotuner(3, tuned=False), "triton_poi_b": autotuner(0, tuned=False)})
     assert kernels_to_tune(fn) == []
+
+
+def test_a_wrapped_function_is_looked_at_under_its_wrappers() -> None:
+    """The tree may hold the generated function under wrappers (``__wrapped__``, a partial)."""
+    fn = generated({"triton_poi_a": autotuner(2)})
+
+    def wrapper(args: Any) -> Any:
+        return fn(args)
+
+    wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+    assert kernels_to_tune(wrapper) == ["triton_poi_a"]
+    assert kernels_to_tune(functools.partial(fn)) == ["triton_poi_a"]
 
 
 def test_globals_the_function_does_not_name_and_other_objects_are_ignored() -> None:

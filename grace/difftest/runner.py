@@ -339,7 +339,8 @@ def write_worse_md(path: Path, records: list[dict[str, Any]], settings: Settings
               "where stock caught no overwrite of the same output before its own end (it read it stale "
               "too, or had stopped): not worse, but a wrong value to look at; (step read at, held step):", ""]
     for r in unjudged:
-        ends = ", ".join(f"{s['configuration']} ended {('at step ' + str(s['step'])) if s.get('step') is not None else 'ok'}"
+        ends = ", ".join(f"{s['configuration']} " + (f"ended at step {s['step']}" if s.get("step") is not None
+                                                      else "ran to its end")
                          for s in stock_runs(seeds[r["seed"]], r["configuration"]))
         lines += [f"- seed {r['seed']}, {r['configuration']}: {r['stale']} ({ends or 'no stock run'}); "
                   f"`{replay_command(r['seed'], r['configuration'], settings)}`"]

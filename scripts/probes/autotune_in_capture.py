@@ -89,6 +89,7 @@ def main() -> None:
         print("the module cache gave back the same autotuner:", again is kernel, flush=True)
     print("armed kernels:", sum(len(k.launchers) > 1 for k in sin_kernels()), flush=True)
     for step in range(3):  # f after h in one step: a new child of h's node, recorded (after a warm-up under GraCE)
+        x = torch.randn(7, 27, device="cuda")  # new values each step: a stale replay cannot pass
         torch.compiler.cudagraph_mark_step_begin()
         out = cf(ch(x))
         torch.cuda.synchronize()

@@ -48,9 +48,9 @@ def main() -> None:
         torch._dynamo.mark_dynamic(x8, 0)
         torch._dynamo.mark_dynamic(y8, 0)
         calls.append((x8, y8))
-    x = off_alignment(6, args.cols)
-    calls += [(x, torch.randn(6, args.cols, device="cuda"))] * 3
-    print("x.data_ptr() % 16 =", x.data_ptr() % 16)
+    # new values at every call, each input off alignment: a stale replay cannot pass
+    calls += [(off_alignment(6, args.cols), torch.randn(6, args.cols, device="cuda")) for _ in range(3)]
+    print("x.data_ptr() % 16 =", [a.data_ptr() % 16 for a, _ in calls[-3:]])
     for i, (a, b) in enumerate(calls):
         out = f(a, b)
         torch.cuda.synchronize()
