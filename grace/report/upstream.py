@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from grace.paths import RESULTS_DIR
+from grace.report import archive
 
 EXPERIMENT = "upstream_cudagraph_trees"
 STOCK = "stock"
@@ -302,23 +303,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     root = args.results_dir / "raw" / EXPERIMENT
     run_id = args.run_id or ((root / "latest.txt").read_text().strip() if (root / "latest.txt").is_file() else None)
-    if run_id is None or not (root / run_id).is_dir():
-        print(f"grace.report.upstream: no run {run_id or '(latest.txt missing)'} under {root}; "
-              "run scripts/run_upstream_cudagraph_tests.sh on a GPU machine", file=sys.stderr)
+    run = archive.resolve(root, run_id) if run_id else None
+    if run is None:
+        print(f"grace.report.upstream: no run {run_id or '(latest.txt missing)'} under {root} (a folder or "
+              f"{run_id}{archive.SUFFIX}); run scripts/run_upstream_cudagraph_tests.sh on a GPU machine", file=sys.stderr)
         return 2
     if args.to_recheck:
-        run = root / run_id
         if not (run / STOCK).is_dir() or not (run / args.to_recheck).is_dir():
             print(f"grace.report.upstream: run {run_id} lacks stock or {args.to_recheck}", file=sys.stderr)
             return 2
         for test in to_recheck_in_run(run, args.to_recheck):
             print(test)
         return 0
-    missing = [r for r in args.also if not (root / r).is_dir()]
+    also = {r: archive.resolve(root, r) for r in args.also}
+    missing = [r for r, folder in also.items() if folder is None]
     if missing:
         print(f"grace.report.upstream: no run {', '.join(missing)} under {root}", file=sys.stderr)
         return 2
-    table, differ = write_report(root / run_id, args.results_dir / "processed", [root / r for r in args.also])
+    table, differ = write_report(run, args.results_dir / "processed", [folder for folder in also.values() if folder])
     print(table.read_text(), end="")
     print(f"differences from stock: {differ}")
     return 0
