@@ -72,12 +72,16 @@ def test_accumulated_gradients_equal_eagers_with_gradients_copied() -> None:
 
 
 @pytest.mark.parametrize("case", ["first", "new-size"])
-def test_an_input_off_alignment_at_a_first_call_gives_eagers_result(case: str) -> None:
+@pytest.mark.parametrize("scg_force", ["graph", ""])
+def test_an_input_off_alignment_at_a_first_call_gives_eagers_result(case: str, scg_force: str) -> None:
     """An input 4 bytes off 16-byte alignment at the first call of a function, or at the first
-    call of a new size of a dynamic one, with every switch on and SCG keeping each graph: every
-    call equals eager's and none faults."""
-    env = {**os.environ, "GRACE_DISABLE": "0", "GRACE_SCG_FORCE": "graph"}
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/misaligned_first_call.py"), "--case", case],
+    call of a new size of a dynamic one whose kernels assume it aligned and load it with vector
+    instructions (64 columns, Inductor's first configuration kept), with every switch on, SCG
+    keeping each graph or deciding: every call equals eager's and none faults (stock's warm-up
+    reads the input off alignment, grace.input_alignment)."""
+    env = {**os.environ, "GRACE_DISABLE": "0", "GRACE_SCG_FORCE": scg_force}
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/misaligned_first_call.py"), "--case", case,
+                           "--cols", "64", "--no-autotune"],
                           capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count(" ok") == (4 if case == "new-size" else 3), proc.stdout

@@ -56,7 +56,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import grace
-from grace import config, trees
+from grace import config, input_alignment, trees
 from grace.generated import is_inductor_generated
 from grace.log import get_logger
 from grace.pi import report as pi_report
@@ -188,7 +188,8 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
     Inductor's generated module calls partition ``i`` through ``runner.partitions[i]``, which
     ``cudagraph_partition_post_compile`` replaced with a chain of wrappers (the tree's deferred
     recording, input alignment, the tree's dispatch) worth some 15 us per call. A kept-out
-    partition only needs the alignment guard, so that is all it keeps. Without a runner slot to
+    partition only needs the alignment guard (the inputs its kernels assume aligned,
+    :func:`grace.input_alignment.inputs_to_check`), so that is all it keeps. Without a runner slot to
     rewrite (no graph partitioning, or symbolic sizes keyed per value) the tree's own check in
     ``_run`` keeps it out instead; both paths run the same compiled code.
 
@@ -212,7 +213,7 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
         return False
     if any(isinstance(v, int) for v in inputs):
         return False  # the slot serves every value of a symbolic size, some of which may want graphs
-    check = get_input_idxs_to_check(inputs, static_input_idxs)
+    check = input_alignment.inputs_to_check(model, get_input_idxs_to_check(inputs, static_input_idxs), mutated_input_idxs)
     direct = align_inputs_from_check_idxs(model, check, OrderedSet(mutated_input_idxs))
     if backward_of is not None:
         direct = _running_backward(direct, weakref.ref(backward_of))

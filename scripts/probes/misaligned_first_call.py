@@ -10,15 +10,18 @@ Two cases:
   differential test's seed 28695003.
 
 CUDA graph trees list the inputs they check for alignment from the first call of each size,
-while Inductor's kernels assume the alignment of the example they were compiled for. With 12
-columns neither case faults on an H200 under stock or GraCE's defaults, so the differential
-programs' fault is not reproduced by them; GraCE keeps stock's alignment checks. ``--cols 64``
-makes the element count a multiple of 16 at every size, which lets Triton vectorize the loads
-of a pointer it was told is aligned: the case to try next. Each call prints "ok" once its
-result equals eager's; a fault ends the process (the CUDA context is lost).
+while Inductor's kernels assume the alignment of the example they were compiled for
+(``grace.input_alignment``). ``--cols 64`` makes the element count a multiple of 16 at every
+size, so that Triton may vectorize the loads of an input it was told is aligned; whether it does
+depends on the configuration autotuning picks (a block of 256 elements on four warps loads two
+floats a thread, a block of 128 one), so stock faults on some runs only. ``--no-autotune`` keeps
+Inductor's first configuration, the vectorized one: stock's warm-up at the new size then reads
+the input off alignment every time, and GraCE (any switch on) copies it first. Each call prints
+"ok" once its result equals eager's; a fault ends the process (the CUDA context is lost).
 
     GRACE_DISABLE=1 python scripts/probes/misaligned_first_call.py --case new-size   # stock
     python scripts/probes/misaligned_first_call.py --case new-size                    # GraCE's defaults
+    python scripts/probes/misaligned_first_call.py --case new-size --cols 64 --no-autotune
 """
 
 import argparse
@@ -39,8 +42,12 @@ def main() -> None:
     parser.add_argument("--cols", type=int, default=12,
                         help="columns: 64 makes every size a multiple of 16 elements, so that Triton may "
                              "vectorize the loads of an input it was told is aligned")
+    parser.add_argument("--no-autotune", action="store_true",
+                        help="keep Inductor's first pointwise configuration (no autotuning): the vectorized one")
     args = parser.parse_args()
     configure_torch()
+    if args.no_autotune:
+        torch._inductor.config.triton.autotune_pointwise = False
     f = torch.compile(binary, mode="reduce-overhead")
     calls = []
     if args.case == "new-size":

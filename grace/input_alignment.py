@@ -1,0 +1,91 @@
+"""Which inputs a CUDA graph tree checks for alignment: those Inductor's kernels were compiled to
+assume aligned, not only those aligned at the first call.
+
+Inductor compiles a graph for its example inputs. An example input that is 16-byte aligned (and
+not static) is assumed aligned by the kernels, which may then load it with vector instructions,
+and is listed in ``CompiledFxGraph.inputs_to_check``: before a call, such an input found off
+alignment is cloned (``copy_misaligned_inputs``). With CUDA graphs, stock
+``cudagraphify_impl.deferred_cudagraphify`` drops that list and computes its own from the first
+call of each size (``get_input_idxs_to_check`` on the runtime inputs). An input off alignment at
+that call is left out, though the kernels still assume it aligned: the warm-up launches them on
+it, and a vectorized load faults ("CUDA error: misaligned address", the CUDA context lost).
+Whether it faults depends on the configuration autotuning picked (one element per thread loads
+scalars), so stock and GraCE alike fault on some runs of one program
+(``scripts/probes/misaligned_first_call.py --case new-size --cols 64``). A function SCG keeps
+out of graphs runs the same unchecked inputs at every call.
+
+The rule, with any GraCE switch on (``grace.trees.hardened``): check the union of the compiled
+list, mapped to the function's inputs (a graph partition's inputs through its
+``input_index_mapping``), and stock's runtime list. Checking costs one pointer test per input;
+an aligned input is never cloned, and an input the example had off alignment is never in the
+compiled list (the kernels do not assume it aligned), so a program stock ran right copies what
+it copied before. Two cases keep stock's list, which GraCE cannot extend safely:
+
+- an input the function mutates: a clone would take the mutation, and the tree's alignment
+  wrapper (``align_inputs_from_check_idxs``, called with no mutated inputs) does not copy it
+  back;
+- a function whose compiled list is unknown (compiled by another path, or whose model was not
+  seen by :func:`remember`).
+
+The compiled list is remembered per model callable, weakly: the callable Inductor hands to
+``cudagraphify`` is the one the tree later runs. Identical generated modules share a callable,
+and identical sources carry identical alignment assumptions; lists remembered twice are joined.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Optional, Sequence
+
+from grace.log import get_logger
+
+log = get_logger("grace.input_alignment")
+
+_compiled: weakref.WeakKeyDictionary[Callable[..., Any], frozenset[int]] = weakref.WeakKeyDictionary()
+
+
+def remember(model: Callable[..., Any], compiled_checks: Optional[Sequence[int]]) -> None:
+    """Note the inputs ``model``'s kernels assume aligned (indices into its own inputs)."""
+    if compiled_checks is None:
+        return
+    try:
+        _compiled[model] = _compiled.get(model, frozenset()) | frozenset(compiled_checks)
+    except TypeError:  # not weakly referenceable: the tree keeps stock's list for it
+        log.debug("input alignment: cannot remember %r; stock's runtime list applies", model)
+
+
+def partition_checks(input_index_mapping: Sequence[Optional[int]], graph_checks: Sequence[int]) -> list[int]:
+    """The graph's compiled list in a partition's own input indices. A partition input that is
+    not a graph input (``None``: a buffer of an earlier partition) is allocated by Inductor, with
+    the alignment its kernels were generated for."""
+    wanted = frozenset(graph_checks)
+    return [i for i, graph_index in enumerate(input_index_mapping) if graph_index is not None and graph_index in wanted]
+
+
+def remembering(cudagraphify: Callable[[Callable[..., Any]], Any], compiled_checks: Sequence[int]
+                ) -> Callable[[Callable[..., Any]], Any]:
+    """``cudagraphify``, remembering ``compiled_checks`` for the model it is applied to."""
+
+    def apply(model: Callable[..., Any]) -> Any:
+        remember(model, compiled_checks)
+        return cudagraphify(model)
+
+    return apply
+
+
+def inputs_to_check(model: Callable[..., Any], runtime_checks: Sequence[int],
+                    mutated_input_idxs: Sequence[int] = ()) -> list[int]:
+    """Stock's runtime list joined with what ``model``'s kernels assume aligned, but for the
+    inputs it mutates; in ascending order, as stock's."""
+    try:
+        compiled = _compiled.get(model)
+    except TypeError:
+        compiled = None
+    if not compiled:
+        return list(runtime_checks)
+    added = compiled - frozenset(runtime_checks) - frozenset(mutated_input_idxs)
+    if not added:
+        return list(runtime_checks)
+    log.debug("input alignment: also checking inputs %s of %s, which its kernels assume aligned",
+              sorted(added), getattr(model, "__name__", model))
+    return sorted(frozenset(runtime_checks) | added)
