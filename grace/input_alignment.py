@@ -73,14 +73,27 @@ def remembering(cudagraphify: Callable[[Callable[..., Any]], Any], compiled_chec
     return apply
 
 
+def _compiled_for(model: Callable[..., Any]) -> frozenset[int] | None:
+    """What was remembered for ``model`` or, under wrappers (``__wrapped__``, as SCG's unwired
+    partitions carry), for the callable it wraps."""
+    for _ in range(8):
+        try:
+            found = _compiled.get(model)
+        except TypeError:
+            found = None
+        if found is not None:
+            return found
+        model = getattr(model, "__wrapped__", None)
+        if model is None:
+            return None
+    return None
+
+
 def inputs_to_check(model: Callable[..., Any], runtime_checks: Sequence[int],
                     mutated_input_idxs: Sequence[int] = ()) -> list[int]:
     """Stock's runtime list joined with what ``model``'s kernels assume aligned, but for the
     inputs it mutates; in ascending order, as stock's."""
-    try:
-        compiled = _compiled.get(model)
-    except TypeError:
-        compiled = None
+    compiled = _compiled_for(model)
     if not compiled:
         return list(runtime_checks)
     added = compiled - frozenset(runtime_checks) - frozenset(mutated_input_idxs)

@@ -31,6 +31,17 @@ def test_compiled_checks_are_joined_to_the_runtime_ones_but_for_mutated_inputs()
     assert inputs_to_check(model, [2], mutated_input_idxs=[1]) == [2, 3]
 
 
+def test_a_wrapped_model_finds_what_was_remembered_for_the_callable_it_wraps() -> None:
+    model = model_fn()
+    remember(model, [1])
+
+    def wrapper(inputs: list[Any]) -> Any:
+        return model(inputs)
+
+    wrapper.__wrapped__ = model  # type: ignore[attr-defined]
+    assert inputs_to_check(wrapper, [2]) == [1, 2]
+
+
 def test_an_unknown_model_keeps_the_runtime_list() -> None:
     assert inputs_to_check(model_fn(), [4, 2]) == [4, 2]
     assert inputs_to_check(len, [1]) == [1]  # not weakly referenceable: never remembered
