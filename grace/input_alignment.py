@@ -16,10 +16,14 @@ out of graphs runs the same unchecked inputs at every call.
 
 The rule, with any GraCE switch on (``grace.trees.hardened``): check the union of the compiled
 list, mapped to the function's inputs (a graph partition's inputs through its
-``input_index_mapping``), and stock's runtime list. Checking costs one pointer test per input;
-an aligned input is never cloned, and an input the example had off alignment is never in the
-compiled list (the kernels do not assume it aligned), so a program stock ran right copies what
-it copied before. Two cases keep stock's list, which GraCE cannot extend safely:
+``input_index_mapping``), and stock's runtime list: what Inductor checks without CUDA graphs
+(``maybe_realign_inputs`` with the compiled list), and what the tree checked for every other
+size. Checking costs one pointer test per input at a size's first call and, for the inputs
+added, per call (``align_inputs_from_check_idxs``); an aligned input is never cloned, and an
+input the example had off alignment is never in the compiled list (the kernels do not assume it
+aligned, as PyTorch's ``test_unaligned_static_input_trees`` requires). What GraCE adds is one
+clone of an input that arrives off alignment where the kernels assume it aligned. Two cases keep
+stock's list, which GraCE cannot extend safely:
 
 - an input the function mutates: a clone would take the mutation, and the tree's alignment
   wrapper (``align_inputs_from_check_idxs``, called with no mutated inputs) does not copy it
