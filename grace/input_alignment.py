@@ -32,8 +32,8 @@ stock's list, which GraCE cannot extend safely:
   seen by :func:`remember`).
 
 The compiled list is remembered per model callable, weakly: the callable Inductor hands to
-``cudagraphify`` is the one the tree later runs. Identical generated modules share a callable,
-and identical sources carry identical alignment assumptions; lists remembered twice are joined.
+``cudagraphify`` is the one the tree later runs. Identical generated modules share a callable;
+lists remembered twice are joined, which can only add checks, never drop one.
 """
 
 from __future__ import annotations
