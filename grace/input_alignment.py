@@ -31,21 +31,22 @@ stock's list, which GraCE cannot extend safely:
 - a function whose compiled list is unknown (compiled by another path, or whose model was not
   seen by :func:`remember`).
 
-The compiled list is remembered per model callable, weakly: the callable Inductor hands to
-``cudagraphify`` is the one the tree later runs. Identical generated modules share a callable;
-lists remembered twice are joined, which can only add checks, never drop one.
+The compiled list is kept on the model callable itself (:data:`ATTRIBUTE`), which lives as long
+as the function does: the callable Inductor hands to ``cudagraphify`` is the one the tree later
+runs. Identical generated modules share a callable; lists remembered twice are joined, which
+can only add checks, never drop one.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable, Optional, Sequence
 
 from grace.log import get_logger
 
 log = get_logger("grace.input_alignment")
 
-_compiled: weakref.WeakKeyDictionary[Callable[..., Any], frozenset[int]] = weakref.WeakKeyDictionary()
+# The attribute of a model callable that holds its compiled list, a frozenset of input indices.
+ATTRIBUTE = "_grace_inputs_to_check"
 
 
 def remember(model: Callable[..., Any], compiled_checks: Optional[Sequence[int]]) -> None:
@@ -53,9 +54,9 @@ def remember(model: Callable[..., Any], compiled_checks: Optional[Sequence[int]]
     if compiled_checks is None:
         return
     try:
-        _compiled[model] = _compiled.get(model, frozenset()) | frozenset(compiled_checks)
-    except TypeError:  # not weakly referenceable: the tree keeps stock's list for it
-        log.debug("input alignment: cannot remember %r; stock's runtime list applies", model)
+        setattr(model, ATTRIBUTE, getattr(model, ATTRIBUTE, frozenset()) | frozenset(compiled_checks))
+    except (AttributeError, TypeError):  # a callable without attributes: stock's runtime list applies to it
+        log.debug("input alignment: cannot note the compiled list on %r; stock's runtime list applies", model)
 
 
 def partition_checks(input_index_mapping: Sequence[Optional[int]], graph_checks: Sequence[int]) -> list[int]:
@@ -81,10 +82,7 @@ def _compiled_for(model: Callable[..., Any]) -> frozenset[int] | None:
     """What was remembered for ``model`` or, under wrappers (``__wrapped__``, as SCG's unwired
     partitions carry), for the callable it wraps."""
     for _ in range(8):
-        try:
-            found = _compiled.get(model)
-        except TypeError:
-            found = None
+        found = getattr(model, ATTRIBUTE, None)
         if found is not None:
             return found
         model = getattr(model, "__wrapped__", None)
