@@ -13,7 +13,8 @@
 #        upstream's rechecks; the -lean twins; the differential test of stock, all-lean-copy and all-free-lean-copy
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
-#        cut before them)
+#        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET), and
+#        the benchmark with --check-after against without
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -23,7 +24,7 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
   tar czf "$OUT/s$STAGE.tgz" results/raw/upstream_cudagraph_trees/${URUN:-none} results/raw/upstream_cudagraph_trees/${ULRUN:-none} results/processed/upstream_cudagraph_trees.csv \
     results/processed/upstream_cudagraph_trees_differ.md results/raw/probes/${PRUN:-none} results/raw/gpu_checks/${TRUN:-none} \
     results/raw/differential/${DRUN:-none} results/raw/differential/latest.txt \
-    $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain ) 2>/dev/null
+    $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain results/raw/harness_check ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
 T=$((T - 20))
@@ -105,10 +106,20 @@ case "$STAGE" in
     wait
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    # beside it, one process on another GPU: the harness against a tight loop of the same call (ALNET under PT2-CG),
+    # and the benchmark with the eager check after the chunk's samples against today's check between samples
+    ( H=${G[$((1 % ${#G[@]}))]}
+      CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET \
+        > "$P/harness.replay_overhead.txt" 2>&1
+      for after in "" --check-after; do
+        CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" -m grace.bench --workloads ALNET --modes pt2-nocg,pt2-cg,grace --repeat 40 \
+          --experiment harness_check --run-id "${PRUN}-harness${after:+-after}" $after > "$P/harness.bench${after:+.after}.log" 2>&1
+      done ) &
     CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 20 )) "$PY" -m grace.bench --workloads ${LEAN_WORKLOADS:-EOS,DR-T,micro-mlp16,ALNET,micro-eos} \
       --modes pt2-nocg,pt2-cg,grace-no-lean,grace --repeat ${REPEAT_LEAN:-30} --experiment lean_gain --run-id "${PRUN}-lean" \
       > "$P/lean_gain.log" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline grace-no-lean > "$P/lean_gain.paired.txt" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline pt2-cg >> "$P/lean_gain.paired.txt" 2>&1
+    wait
     ;;
 esac
