@@ -21,8 +21,9 @@ inside torch.compile, or user code, imports it; the interpreter-start hook never
 
 
 import sys
+from typing import Callable
 
-from torch.utils._config_module import Config, install_config_module
+from torch.utils._config_module import Config, _Config, install_config_module
 
 from grace.scg.choose import DEFAULT_MARGIN as _DEFAULT_MARGIN
 from grace.scg.profile import ProfileSettings as _ProfileSettings
@@ -95,5 +96,20 @@ scg_calls: int = _ProfileSettings.calls
 scg_margin: float = _DEFAULT_MARGIN
 del _DEFAULT_MARGIN, _ProfileSettings  # not settings themselves
 
+
+def _env_names_of(declared: dict) -> "Callable[[], dict[str, str]]":
+    names = {name: option.env_name_default[0] for name, option in declared.items()
+             if isinstance(option, _Config) and option.env_name_default}
+
+    def env_names() -> dict[str, str]:
+        """Each option that an environment variable sets, with that variable's name, in the
+        order declared here (what :func:`grace.switches.running_switches` reports)."""
+        return dict(names)
+
+    return env_names
+
+
+env_names = _env_names_of(dict(globals()))  # a function: install_config_module leaves it as it is
+del _env_names_of
 
 install_config_module(sys.modules[__name__])

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 
 def running_switches() -> dict[str, str]:
-    """Each switch's variable with its value in this process (``GRACE_DISABLE``: whether the
-    patched modules are served)."""
+    """Each option's variable (``grace.config.env_names``) with its value in this process, a
+    switch as ``"1"`` or ``"0"``; and ``GRACE_DISABLE``: whether the patched modules are served."""
     from grace import _autoload, config
 
-    flag = {True: "1", False: "0"}
-    return {"GRACE_DISABLE": flag[_autoload.installed() is None], "GRACE_CGCT": flag[bool(config.cgct)],
-            "GRACE_PI": flag[bool(config.pi)], "GRACE_SCG": flag[bool(config.scg)],
-            "GRACE_PI_STRATEGY": str(config.pi_strategy), "GRACE_LEAN_REPLAY": flag[bool(config.lean_replay)],
-            "GRACE_STALE_OUTPUTS_RAISE": flag[bool(config.stale_outputs_raise)],
-            "GRACE_COPY_GRADS": flag[bool(config.copy_grads)]}
+    def text(value: object) -> str:
+        return ("1" if value else "0") if isinstance(value, bool) else str(value)
+
+    return {"GRACE_DISABLE": text(_autoload.installed() is None),
+            **{variable: text(getattr(config, name)) for name, variable in config.env_names().items()}}

@@ -151,3 +151,20 @@ def test_the_tree_is_hardened_with_any_switch_on_and_stock_with_all_off() -> Non
             with collector_paused_if_hardened():
                 assert gc.isenabled() is not expected
     assert gc.isenabled()
+
+
+def test_running_switches_report_every_option_a_variable_sets() -> None:
+    """A benchmark row or a tensor-parallel launch records every option its environment can set,
+    each under that variable's name, as the process has it."""
+    import re
+
+    import grace.config
+    from grace.paths import PACKAGE_DIR
+    from grace.switches import running_switches
+
+    declared = set(re.findall(r'env_name_default="(GRACE_\w+)"', (PACKAGE_DIR / "config.py").read_text()))
+    with grace.config.patch(scg_force="graph", race_free_kernels=False, pi_strategy="prelude"):
+        running = running_switches()
+    assert set(running) == declared | {"GRACE_DISABLE"}
+    assert (running["GRACE_SCG_FORCE"], running["GRACE_RACE_FREE_KERNELS"], running["GRACE_PI_STRATEGY"]) == (
+        "graph", "0", "prelude")
