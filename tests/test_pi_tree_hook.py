@@ -173,7 +173,7 @@ def test_finish_indirects_read_only_inputs_and_the_replay_fills_pointers(recordi
     node = _node(placeholders)
     ptr0, ptr1 = x.data_ptr(), y.data_ptr()
     placeholders[:2] = [None, None]
-    del x, y  # the capture freed the placeholders
+    del x, y  # the placeholders gone after the recording, as the tree lets them go
     replay = _finish(rec, mutated_input_idxs=[], node_name="graph 0", node=node).replay
     assert isinstance(replay, PIReplay) and replay.plan.indirected == (0, 1)
     assert rec.table_storage[:2].tolist() == [ptr0, ptr1 + 64], "first replay reads the placeholders"

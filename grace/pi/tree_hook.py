@@ -466,7 +466,8 @@ def random_use(func: Any, args: Sequence[Any], kwargs: dict) -> str | None:
     advance the program's generator besides. An operator that reads random-number state (the
     philox seed and offset that flash and memory-efficient attention save for their backward)
     reads, after a captured forward, device tensors that it dereferences on the host when not
-    capturing: DGPT2's and MT5's training backward crashed the process that way on the H100.
+    capturing: run outside the capture it would read device memory from the host and crash the
+    process (a training backward with such attention).
     Attention without dropout draws nothing.
     """
     import torch

@@ -4,8 +4,8 @@ The incumbent is what stock ``mode="reduce-overhead"`` deploys, a graph with cop
 another choice replaces the one standing only when its median is faster by more than
 ``margin`` (:data:`PREFERENCE`). A tie within noise keeps stock's graph: the user asked for
 graphs, and a profile times one partition alone and synchronised, so it cannot see the host
-work that graphs spare an iteration, which overlaps the device's (DR-T's backward kept out on a
-tie made the whole step slower than both stock modes). Among the graphs, PI must win by the
+work that graphs spare an iteration, which overlaps the device's (a backward kept out on a tie
+can make the whole step slower than both stock modes). Among the graphs, PI must win by the
 margin, and its strategies in order of simplicity (ptx, prelude, exec-update).
 
 Trials interleave the choices (:func:`schedule`), so drift during profiling hits all alike.
