@@ -7,6 +7,7 @@ faulty workloads in ``fixtures/faulty_workloads.py`` for the error, timeout and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import os
@@ -433,7 +434,8 @@ def test_compile_together_starts_every_mode_before_waiting_and_release_memory_st
                 inner=2)
     assert events[:2] == [("start", "eager"), ("start", "pt2-nocg")], events
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
-    assert all(r["compiled_together"] and r["release_memory"] and r["inner"] == 2 for r in rows)
+    assert all(r["compiled_together"] and r["worker"]["release_memory"] and r["worker"]["inner"] == 2 for r in rows)
+    assert all(r["worker"] == dataclasses.asdict(WorkerOptions(warmup=2, inner=2, release_memory=True)) for r in rows)
     assert rows[1]["check"]["checked"] == 4 and len(rows[1]["samples_us"]) == 4
 
 

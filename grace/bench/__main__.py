@@ -69,14 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default="micro",
                         help="config file, config name in configs/ (micro, smoke), or comma-separated names")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes")
-    parser.add_argument("--repeat", type=int, default=100, help="timed iterations per mode")
-    parser.add_argument("--chunk", type=int, default=5, help="iterations per mode per interleaved round")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per (workload, mode)")
+    parser.add_argument("--repeat", type=int, default=Settings.repeat, help="timed iterations per mode")
+    parser.add_argument("--chunk", type=int, default=Settings.chunk, help="iterations per mode per interleaved round")
+    parser.add_argument("--timeout", type=float, default=Settings.timeout_s, help="seconds per (workload, mode)")
     parser.add_argument("--shard", type=parse_shard, default=(1, 1), help="run shard i of n, e.g. 1/3")
     parser.add_argument("--experiment", default="single_gpu")
     parser.add_argument("--run-id", default=None, help="share one run id across shards")
-    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (runner tests only)")
-    parser.add_argument("--size", default="full", choices=["full", "tiny"], help="tiny: CPU-test sizes")
+    parser.add_argument("--device", default=Settings.device, help="cuda (default) or cpu (runner tests only)")
+    parser.add_argument("--size", default=Settings.size, choices=["full", "tiny"], help="tiny: CPU-test sizes")
     parser.add_argument("--pin-cpu", default="auto",
                         help="core for every worker's timing thread: auto (the last allowed core), none, or N")
     parser.add_argument("--scg-cache", type=Path, default=None,
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-together", action="store_true",
                         help="start every mode's worker at once, so their compilations overlap "
                              "(for workloads whose compiles do not fit a shard one after another)")
-    options.add_arguments(parser)  # --warmup, --coverage, --inner, --release-memory, --gpu-time
+    options.add_arguments(parser)  # one flag per grace.bench.options.WorkerOptions field
     parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
                         help="another checkout of GraCE; mode MODE@NAME runs MODE with its code and patch "
                              "series (repeatable), for same-run comparisons of two versions")

@@ -23,6 +23,7 @@ microseconds, where one synchronised iteration is mostly host jitter.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -169,9 +170,8 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "workload": wl.name, "model": wl.model, "suite": wl.suite, "kind": wl.kind,
         "batch_size": target.batch_size, "idiom": wl.idiom, "mode": mode.name,
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
-        "warmup": settings.worker.warmup, "pinned_cpu": settings.pin_cpu,
-        "compiled_together": settings.compile_together, "release_memory": settings.worker.release_memory,
-        "inner": settings.worker.inner, "gpu_us": None, "gpu_samples_us": None, "layers_us": None,
+        "worker": dataclasses.asdict(settings.worker), "pinned_cpu": settings.pin_cpu,
+        "compiled_together": settings.compile_together, "gpu_us": None, "gpu_samples_us": None, "layers_us": None,
         "host_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,

@@ -434,10 +434,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", required=True)
     parser.add_argument("--mode", required=True, choices=sorted(MODES))
     parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--size", default="full", choices=["full", "tiny"])
-    parser.add_argument("--pin-cpu", type=int, default=-1, help="core for the timing thread; -1: none")
-    options.add_arguments(parser)  # --warmup, --coverage, --inner, --release-memory, --gpu-time, ...
+    # the runner passes every flag (grace.bench.runner.start_worker): its Settings hold the defaults
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--size", required=True, choices=["full", "tiny"])
+    parser.add_argument("--pin-cpu", type=int, required=True, help="core for the timing thread; -1: none")
+    options.add_arguments(parser)  # one flag per grace.bench.options.WorkerOptions field
     args = parser.parse_args(argv)
     proto = _protocol_stream()
     try:
