@@ -86,21 +86,17 @@ def report() -> tuple[list[str], bool]:
         grads = "copied before the next call" if copies_grads() else "left on the graph's memory (stock)"
         lines.append(f"safety     stale-output guard {guard}; race-free kernel configurations {kernels}; "
                      f"adopted gradients {grads}")
-        from grace.pi.plan import PRELUDE, STRATEGIES
-        from grace.pi.table import WRITES
+        from grace.option_values import PRELUDE, problems
 
-        if config.pi_table_write not in WRITES:
-            healthy = False
-            lines.append(f"  ERROR: GRACE_PI_TABLE_WRITE={config.pi_table_write!r}: choose one of {', '.join(WRITES)}")
-        if config.pi_strategy in STRATEGIES:
+        refused = problems()
+        lines += [f"  ERROR: {problem}" for problem in refused]
+        healthy = healthy and not refused
+        if not any(p.startswith("grace.config.pi_") for p in refused):
             lines.append(f"pi         strategy {config.pi_strategy}, table write {config.pi_table_write}")
             if config.pi_strategy == PRELUDE:
                 line, builds = prelude_line()
                 lines.append(line)
                 healthy = healthy and builds
-        else:
-            healthy = False
-            lines.append(f"  ERROR: GRACE_PI_STRATEGY={config.pi_strategy!r}: choose one of {', '.join(STRATEGIES)}")
     return lines, healthy
 
 

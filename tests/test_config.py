@@ -96,7 +96,7 @@ def test_an_unknown_pi_strategy_is_refused_by_name() -> None:
     import grace.config as config
     from grace.pi.tree_hook import strategy
 
-    with config.patch(pi_strategy="fast"), pytest.raises(ValueError, match="choose one of ptx, prelude, exec-update"):
+    with config.patch(pi_strategy="fast"), pytest.raises(ValueError, match="choose one of 'ptx', 'prelude', 'exec-update'"):
         strategy()
 
 
@@ -168,3 +168,26 @@ def test_running_switches_report_every_option_a_variable_sets() -> None:
     assert set(running) == declared | {"GRACE_DISABLE"}
     assert (running["GRACE_SCG_FORCE"], running["GRACE_RACE_FREE_KERNELS"], running["GRACE_PI_STRATEGY"]) == (
         "graph", "0", "prelude")
+
+
+def test_every_enumerated_option_is_refused_by_one_check() -> None:
+    """A wrong value of any enumerated option is refused by the same message wherever it is read
+    (grace.option_values): PI's strategy and table write, SCG's force and profiled strategies."""
+    import grace.config
+    from grace.option_values import ACCEPTED, checked, problems
+
+    assert problems() == []
+    assert {name: checked(name) for name in ACCEPTED} == {name: getattr(grace.config, name) for name in ACCEPTED}
+    with grace.config.patch(pi_strategy="fast", pi_table_write="pinned", scg_force="always",
+                            scg_pi_strategies="ptx, slow"):
+        found = problems()
+        with pytest.raises(ValueError) as refused:
+            checked("scg_force")
+    assert found == [
+        "grace.config.pi_strategy='fast' (GRACE_PI_STRATEGY): choose one of 'ptx', 'prelude', 'exec-update'",
+        "grace.config.pi_table_write='pinned' (GRACE_PI_TABLE_WRITE): choose one of 'copy', 'memop'",
+        "grace.config.scg_force='always' (GRACE_SCG_FORCE): choose one of '', 'graph'",
+        "grace.config.scg_pi_strategies='ptx, slow' (GRACE_SCG_PI_STRATEGIES): unknown strategy 'slow'; "
+        "choose among ptx, prelude, exec-update",
+    ]
+    assert str(refused.value) == found[2]

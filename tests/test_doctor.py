@@ -39,9 +39,9 @@ def test_doctor_reports_versions_patches_and_switches(tmp_path: Path) -> None:
     proc = _doctor(tmp_path, GRACE_COPY_GRADS="0")
     assert "adopted gradients left on the graph's memory (stock)" in proc.stdout
     proc = _doctor(tmp_path, GRACE_PI_TABLE_WRITE="pinned")
-    assert proc.returncode == 1 and "GRACE_PI_TABLE_WRITE='pinned': choose one of copy, memop" in proc.stdout
+    assert proc.returncode == 1 and "pi_table_write='pinned' (GRACE_PI_TABLE_WRITE): choose one of 'copy', 'memop'" in proc.stdout
     proc = _doctor(tmp_path, GRACE_PI_STRATEGY="fast")
-    assert proc.returncode == 1 and "GRACE_PI_STRATEGY='fast': choose one of ptx, prelude, exec-update" in proc.stdout
+    assert proc.returncode == 1 and "pi_strategy='fast' (GRACE_PI_STRATEGY): choose one of 'ptx', 'prelude', 'exec-update'" in proc.stdout
     proc = _doctor(tmp_path, GRACE_PI_STRATEGY="prelude")
     assert "pi         strategy prelude" in proc.stdout and "prelude" in proc.stdout.split("strategy prelude")[1]
 

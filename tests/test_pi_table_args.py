@@ -111,7 +111,7 @@ def test_the_configured_writer_is_used_and_a_wrong_name_is_refused(monkeypatch) 
         assert isinstance(table.gpu_writer(0x1000, 2, 0), StagedCopyWriter)
     with grace.config.patch(pi_table_write="memop"):
         assert isinstance(table.gpu_writer(0x1000, 2, 0), BatchMemOpWriter)
-    with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="copy, memop"):
+    with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="'copy', 'memop'"):
         table.gpu_writer(0x1000, 2, 0)
 
 

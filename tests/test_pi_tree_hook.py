@@ -702,7 +702,7 @@ def test_a_wrong_table_write_is_refused_before_the_capture() -> None:
     import grace.config
 
     placeholders = [torch.zeros(4)]
-    with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="choose one of copy, memop"):
+    with grace.config.patch(pi_table_write="pinned"), pytest.raises(ValueError, match="choose one of 'copy', 'memop'"):
         start_recording("cpu", placeholders, non_static_input_idx=[0], model=GENERATED)
     with grace.config.patch(pi_table_write="pinned", pi_strategy=EXEC_UPDATE):  # writes no table
         assert start_recording("cpu", placeholders, non_static_input_idx=[0], model=GENERATED) is not None

@@ -24,10 +24,7 @@ ReferenceKind = Literal["vendor-kernel", "triton-kernel", "memcpy", "memset", "o
 
 
 # How a graph's reads are redirected (grace.config.pi_strategy): strategies (1), (2) and (3).
-PTX = "ptx"  # Triton kernels recompiled to load their inputs' pointers from a table
-PRELUDE = "prelude"  # a kernel at the graph's root rewrites its kernels' arguments on the device
-EXEC_UPDATE = "exec-update"  # the instantiated graph's kernel arguments rewritten from the host
-STRATEGIES = (PTX, PRELUDE, EXEC_UPDATE)
+from grace.option_values import EXEC_UPDATE, PRELUDE, PTX  # noqa: E402,F401 - re-exported for PI's modules
 
 @dataclass(frozen=True)
 class Placeholder:

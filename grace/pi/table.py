@@ -40,7 +40,6 @@ from typing import Any, Protocol
 from grace.pi.plan import Slot
 
 MAX_BATCH = 255  # cuStreamBatchMemOp: "count must be less than 256"
-WRITES = ("copy", "memop")  # grace.config.pi_table_write
 
 
 class _Writer(Protocol):
@@ -106,12 +105,9 @@ class PointerTable:
 def write_mode() -> str:
     """``grace.config.pi_table_write``, checked (before a capture, so that a wrong name stops
     the program where it is set rather than after a graph is recorded)."""
-    from grace import config
+    from grace.option_values import checked
 
-    chosen = config.pi_table_write
-    if chosen not in WRITES:
-        raise ValueError(f"grace.config.pi_table_write={chosen!r}: choose one of {', '.join(WRITES)}")
-    return chosen
+    return checked("pi_table_write")
 
 
 def gpu_writer(table_address: int, slots: int, device_index: int) -> _Writer:

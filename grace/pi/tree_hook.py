@@ -83,7 +83,8 @@ from grace.pi.check import Captured
 from grace.pi.finish import FINISHERS, RNG_UNCHECKABLE, UNVERIFIABLE_AT_WARMUP, Finished, recorded_stock
 from grace.pi.guard import InputLayout
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
-from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, STRATEGIES, Placeholder, Slot
+from grace.option_values import checked
+from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, Placeholder, Slot
 from grace.pi.table import write_mode as table_write_mode
 
 log = get_logger("grace.pi")
@@ -406,13 +407,8 @@ def new_graph(device: Any, inputs: Sequence[Any], keep_graph: bool = False) -> A
 
 
 def strategy() -> str:
-    """``grace.config.pi_strategy``, checked."""
-    from grace import config
-
-    chosen = config.pi_strategy
-    if chosen not in STRATEGIES:
-        raise ValueError(f"grace.config.pi_strategy={chosen!r}: choose one of {', '.join(STRATEGIES)}")
-    return chosen
+    """``grace.config.pi_strategy``, checked (:mod:`grace.option_values`)."""
+    return checked("pi_strategy")
 
 
 class _OperatorWatch:

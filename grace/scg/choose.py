@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX
+from grace.option_values import EXEC_UPDATE, PRELUDE, PTX, refusal
 from grace.stats import percentile
 
 DEFAULT_MARGIN = 0.03
@@ -53,14 +53,12 @@ def pi_choice(strategy: str) -> Choice:
         raise ValueError(f"no SCG choice for PI strategy {strategy!r}; known: {', '.join(_BY_STRATEGY)}")
     return _BY_STRATEGY[strategy]
 
-FORCE_VALUES = ("", "graph")  # grace.config.scg_force
-
-
 def check_force(force: str) -> None:
-    """Refuse a ``grace.config.scg_force`` value other than those of FORCE_VALUES, by name."""
-    if force not in FORCE_VALUES:
-        raise ValueError(f"grace.config.scg_force={force!r}: choose one of "
-                         + ", ".join(repr(v) for v in FORCE_VALUES))
+    """Refuse a ``grace.config.scg_force`` value that is none of its values, by name
+    (:mod:`grace.option_values`)."""
+    problem = refusal("scg_force", force)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def forced(measured: Choice, force: str, medians_us: dict[Choice, float] | None = None) -> Choice:

@@ -171,13 +171,10 @@ def recording_config(manager: CUDAGraphTreeManager, function_id: FunctionID) -> 
 def profiled_strategies() -> tuple[str, ...]:
     """The PI strategies profiled as choices: ``grace.config.scg_pi_strategies``, or the
     configured ``pi_strategy`` alone; each checked by name."""
+    from grace.option_values import checked
     from grace.pi.tree_hook import strategy
 
-    listed = tuple(s.strip() for s in config.scg_pi_strategies.split(",") if s.strip())
-    unknown = [name for name in listed if name not in PI_STRATEGY.values()]
-    if unknown:
-        raise ValueError(f"grace.config.scg_pi_strategies={config.scg_pi_strategies!r}: unknown strategy "
-                         f"{', '.join(map(repr, unknown))}; choose among {', '.join(PI_STRATEGY.values())}")
+    listed = tuple(s.strip() for s in checked("scg_pi_strategies").split(",") if s.strip())
     return tuple(dict.fromkeys(listed)) or (strategy(),)
 
 

@@ -1,0 +1,68 @@
+"""The values GraCE's enumerated options accept, and one check of them.
+
+:mod:`grace.config` declares the options; the modules that act on one read it through
+:func:`checked` at its first use (PI's strategy and table write before a capture, SCG's force
+and profiled strategies before a profile), and ``grace doctor`` lists every :func:`problems`,
+so a wrong value is refused with the same message wherever it is first read, before anything
+is recorded. This module imports nothing heavier than the config itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# How PI redirects a graph's reads (grace.config.pi_strategy; grace.pi.tree_hook)
+PTX = "ptx"  # Triton kernels recompiled to load their inputs' pointers from a table
+PRELUDE = "prelude"  # a kernel at the graph's root rewrites its kernels' arguments on the device
+EXEC_UPDATE = "exec-update"  # the instantiated graph's kernel arguments rewritten from the host
+PI_STRATEGIES = (PTX, PRELUDE, EXEC_UPDATE)
+
+# How a replay writes PI's pointer table (grace.config.pi_table_write; grace.pi.table)
+PI_TABLE_WRITES = ("copy", "memop")
+
+# What SCG deploys whatever it measured (grace.config.scg_force; grace.scg.choose)
+SCG_FORCE = ("", "graph")
+
+ACCEPTED: dict[str, tuple[str, ...]] = {
+    "pi_strategy": PI_STRATEGIES,
+    "pi_table_write": PI_TABLE_WRITES,
+    "scg_force": SCG_FORCE,
+}
+
+
+def _config() -> Any:
+    from grace import config
+
+    return config
+
+
+def refusal(name: str, value: object) -> str | None:
+    """Why ``value`` is no value of option ``name``, or None where it is one. ``scg_pi_strategies``
+    is a comma-separated list of PI strategies, empty for the configured strategy alone."""
+    where = f"grace.config.{name}={value!r} ({_config().env_names().get(name, 'no variable')})"
+    if name == "scg_pi_strategies":
+        unknown = [s.strip() for s in str(value).split(",") if s.strip() and s.strip() not in PI_STRATEGIES]
+        if unknown:
+            return f"{where}: unknown strategy {', '.join(map(repr, unknown))}; choose among {', '.join(PI_STRATEGIES)}"
+        return None
+    accepted = ACCEPTED[name]
+    if value in accepted:
+        return None
+    return f"{where}: choose one of {', '.join(repr(v) for v in accepted)}"
+
+
+def checked(name: str) -> str:
+    """The value of option ``name`` in :mod:`grace.config`, refused by name if it is none of its
+    values."""
+    value = getattr(_config(), name)
+    problem = refusal(name, value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def problems() -> list[str]:
+    """Every enumerated option whose value is refused, each as :func:`checked` would refuse it."""
+    config = _config()
+    found = (refusal(name, getattr(config, name)) for name in (*ACCEPTED, "scg_pi_strategies"))
+    return [problem for problem in found if problem is not None]
