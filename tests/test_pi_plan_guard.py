@@ -62,23 +62,23 @@ def test_a_misaligned_input_is_copied() -> None:
     base = torch.zeros(80)
     misaligned = base[1:65]  # 4 bytes past a 16-byte boundary, storage offset 1
     assert misaligned.data_ptr() % 16 != 0
-    assert guard.must_copy([a, misaligned]) == [1], "storage offset 1 is what was recorded, alignment is not"
-    assert guard.must_copy([misaligned, b]) == [0, 1]
+    assert guard.must_copy([a, misaligned], [0] * 8) == [1], "storage offset 1 is what was recorded, alignment is not"
+    assert guard.must_copy([misaligned, b], [0] * 8) == [0, 1]
 
 
 def test_other_strides_or_storage_offset_are_copied() -> None:
     guard = ReplayGuard(_layouts(torch.zeros(8, 8), torch.zeros(16)))
     transposed = torch.zeros(8, 8).t()
     offset = torch.zeros(32)[16:]
-    assert guard.must_copy([transposed, torch.zeros(16)]) == [0]
-    assert guard.must_copy([torch.zeros(8, 8), offset]) == [1]
+    assert guard.must_copy([transposed, torch.zeros(16)], [0] * 8) == [0]
+    assert guard.must_copy([torch.zeros(8, 8), offset], [0] * 8) == [1]
 
 
 def test_inputs_sharing_bytes_are_read_in_place() -> None:
     """Indirected inputs are never written by the graph: reading shared bytes twice is safe."""
     guard = ReplayGuard(_layouts(torch.zeros(64), torch.zeros(64), torch.zeros(64)))
     shared = torch.zeros(64)
-    assert guard.must_copy([shared, torch.zeros(64), shared]) == []
+    assert guard.must_copy([shared, torch.zeros(64), shared], [0] * 8) == []
 
 
 def test_an_input_in_memory_the_replay_writes_is_copied() -> None:
@@ -87,9 +87,9 @@ def test_an_input_in_memory_the_replay_writes_is_copied() -> None:
     outside, other = torch.zeros(64), torch.zeros(64)
     base = pool.data_ptr()
     guard = ReplayGuard(_layouts(outside, other), written=[(base, 1024 * 4)])
-    assert guard.must_copy([outside, other]) == []
-    assert guard.must_copy([pool[:64], other]) == [0]
-    assert guard.must_copy([other, pool[:64]]) == [1]
+    assert guard.must_copy([outside, other], [0] * 8) == []
+    assert guard.must_copy([pool[:64], other], [0] * 8) == [0]
+    assert guard.must_copy([other, pool[:64]], [0] * 8) == [1]
 
 
 def test_the_written_ranges_are_tested_at_both_ends_of_an_input() -> None:
@@ -98,15 +98,15 @@ def test_the_written_ranges_are_tested_at_both_ends_of_an_input() -> None:
     layout = [InputLayout(0, (1,), 0, 64 * 4, 16)]
     head = big[:64]
     # head: [base, base+256); a range that starts inside it, one that ends inside it, one past it
-    assert ReplayGuard(layout, written=[(base + 128, 4)]).must_copy([head]) == [0]
-    assert ReplayGuard(layout, written=[(base - 64, 68)]).must_copy([head]) == [0]
-    assert ReplayGuard(layout, written=[(base - 64, 64), (base + 256, 64)]).must_copy([head]) == [], \
+    assert ReplayGuard(layout, written=[(base + 128, 4)]).must_copy([head], [0] * 8) == [0]
+    assert ReplayGuard(layout, written=[(base - 64, 68)]).must_copy([head], [0] * 8) == [0]
+    assert ReplayGuard(layout, written=[(base - 64, 64), (base + 256, 64)]).must_copy([head], [0] * 8) == [], \
         "ranges that only touch the input's ends"
-    assert ReplayGuard(layout, written=[(base, 16384)]).must_copy([head]) == [0]
+    assert ReplayGuard(layout, written=[(base, 16384)]).must_copy([head], [0] * 8) == [0]
     # the same with more than one range (a search instead of the single range's comparisons)
-    assert ReplayGuard(layout, written=[(base - 4096, 64), (base + 128, 4)]).must_copy([head]) == [0]
-    assert ReplayGuard(layout, written=[(base - 64, 68), (base + 4096, 64)]).must_copy([head]) == [0]
-    assert ReplayGuard(layout, written=[(base - 4096, 64), (base + 256, 64)]).must_copy([head]) == []
+    assert ReplayGuard(layout, written=[(base - 4096, 64), (base + 128, 4)]).must_copy([head], [0] * 8) == [0]
+    assert ReplayGuard(layout, written=[(base - 64, 68), (base + 4096, 64)]).must_copy([head], [0] * 8) == [0]
+    assert ReplayGuard(layout, written=[(base - 4096, 64), (base + 256, 64)]).must_copy([head], [0] * 8) == []
 
 
 def test_merged_ranges() -> None:

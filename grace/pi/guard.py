@@ -72,7 +72,7 @@ class ReplayGuard:
         """The input indices it checks (and whose pointers :meth:`must_copy` reads)."""
         return tuple(c[0] for c in self._checks)
 
-    def must_copy(self, inputs: Sequence[Any], ptrs: list[int] | None = None) -> list[int]:
+    def must_copy(self, inputs: Sequence[Any], ptrs: list[int]) -> list[int]:
         """Indices of indirected inputs that take the copy path this replay (usually none).
 
         ``ptrs``, indexed by input index, receives each checked input's data pointer (the
@@ -83,9 +83,7 @@ class ReplayGuard:
         lo, hi = (starts[0], ends[0]) if single else (0, 0)
         for i, mask, stride, offset, span in self._checks:
             t = inputs[i]
-            ptr = t.data_ptr()
-            if ptrs is not None:
-                ptrs[i] = ptr
+            ptrs[i] = ptr = t.data_ptr()
             if ptr & mask or t.stride() != stride or t.storage_offset() != offset:
                 out.append(i)
             elif single:
