@@ -122,3 +122,17 @@ def test_span_bytes() -> None:
     assert span_bytes((0, 5), (5, 1), 4) == 0
     with pytest.raises(ValueError):
         InputLayout.of(0, torch.zeros(2), 12)
+
+
+def test_a_node_indirects_only_with_a_plan_that_indirects_and_a_copying_record_copies_all() -> None:
+    from types import SimpleNamespace
+
+    from grace.pi.replay import indirects
+    from grace.pi.report import GraphRecord, summarize
+
+    assert not indirects(SimpleNamespace()) and not indirects(SimpleNamespace(grace_pi=None))
+    assert not indirects(SimpleNamespace(grace_pi=SimpleNamespace(plan=SimpleNamespace(indirected=()))))
+    assert indirects(SimpleNamespace(grace_pi=SimpleNamespace(plan=SimpleNamespace(indirected=(0,)))))
+    record = GraphRecord.copying_all("graph 0", "none (recorded stock)", 4096, {0: "an ATen operator reads it"})
+    assert (record.copy_bytes_before, record.copy_bytes_after, record.pointers, record.indirected) == (4096, 4096, 0, [])
+    assert summarize([record])["copy_bytes_grace"] == summarize([record])["copy_bytes_pt2_cg"] == 4096

@@ -206,9 +206,8 @@ def rerecord(rec: Recording, node_name: str, plan: GraphPlan, why: str, what: st
     """Log and report that the graph is not trusted; :func:`grace.pi.tree_hook.record` captures
     it again stock."""
     log.warning("PI %s: recorded again without indirection: %s (%s)", node_name, why, what)
-    report.add(report.GraphRecord(name=node_name, strategy="none (recorded again, stock)",
-                                  copy_bytes_before=plan.copy_bytes_before, copy_bytes_after=plan.copy_bytes_before,
-                                  pointers=0, indirected=[], copied={t.input_index: why for t in rec.tracked.values()}))
+    report.add(report.GraphRecord.copying_all(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
+                                              {t.input_index: why for t in rec.tracked.values()}))
     return Finished(None, rerecord=why)
 
 
@@ -216,10 +215,8 @@ def recorded_stock(rec: Recording, node_name: str, why: str) -> None:
     """Log and report a graph that :func:`grace.pi.tree_hook.record` captures stock from the
     start, each input keeping its copy for ``why``."""
     log.info("PI %s: recorded stock: %s", node_name, why)
-    copied = plan_of(rec).copy_bytes_before
-    report.add(report.GraphRecord(name=node_name, strategy="none (recorded stock)", copy_bytes_before=copied,
-                                  copy_bytes_after=copied, pointers=0, indirected=[],
-                                  copied={t.input_index: why for t in rec.tracked.values()}))
+    report.add(report.GraphRecord.copying_all(node_name, "none (recorded stock)", plan_of(rec).copy_bytes_before,
+                                              {t.input_index: why for t in rec.tracked.values()}))
 
 
 def every_input_copied(rec: Recording, why: str) -> GraphPlan:

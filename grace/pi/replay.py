@@ -92,3 +92,9 @@ class CopyingReplay:
     def replay(self, node: Any, new_inputs: list[Any]) -> None:
         node._copy_inputs_and_remove_from_src(node.reconstructed_inputs, new_inputs)
         node.run_graph()
+
+
+def indirects(node: Any) -> bool:
+    """Whether the CUDA graph tree's ``node`` replays with PI, some input indirected."""
+    replay = getattr(node, "grace_pi", None)
+    return replay is not None and bool(replay.plan.indirected)

@@ -32,6 +32,12 @@ class GraphRecord:
         return GraphRecord(name, strategy, plan.copy_bytes_before, plan.copy_bytes_after, len(plan.slots),
                            list(plan.indirected), {d.input_index: d.reason for d in plan.decisions if not d.indirect})
 
+    @staticmethod
+    def copying_all(name: str, why: str, copy_bytes: int, copied: dict[int, str] | None = None) -> GraphRecord:
+        """A graph that copies every input per replay, as PT2-CG does; ``why`` fills the strategy
+        column, ``copied`` the reason of each input."""
+        return GraphRecord(name, why, copy_bytes, copy_bytes, 0, [], dict(copied or {}))
+
 
 _records: list[GraphRecord] = []
 

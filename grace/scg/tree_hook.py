@@ -60,6 +60,7 @@ from grace import config, input_alignment, trees
 from grace.generated import is_inductor_generated
 from grace.log import get_logger
 from grace.pi import report as pi_report
+from grace.pi.replay import indirects
 from grace.scg import cache, report
 from grace.generated import innermost
 from grace.scg.candidate import Candidate, describe
@@ -139,10 +140,8 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
         if any(c.value in record.medians_us for c in PI_STRATEGY):
             tree.pi_measured.add(function_id)
             if decided[function_id] is Choice.GRAPH:  # recorded with PI off: Table 3 counts its copies
-                pi_report.add(pi_report.GraphRecord(
-                    name=record.name, strategy="none (SCG measured the graph without PI faster)",
-                    copy_bytes_before=record.copied_bytes, copy_bytes_after=record.copied_bytes,
-                    pointers=0, indirected=[]))
+                pi_report.add(pi_report.GraphRecord.copying_all(
+                    record.name, "none (SCG measured the graph without PI faster)", record.copied_bytes))
         if decided[function_id] is Choice.NO_GRAPH:
             wrapped = manager.ids_to_funcs[function_id]
             backward = manager.id_to_mode[function_id] is CompilationMode.BACKWARD
@@ -355,8 +354,7 @@ def _profile(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: 
             if config.pi:
                 for strategy in profiled_strategies():
                     fn, private = graphed(pi=True, strategy=strategy)
-                    if any(getattr(n, "grace_pi", None) is not None and n.grace_pi.plan.indirected
-                           for n in trees.nodes(private)):
+                    if any(indirects(n) for n in trees.nodes(private)):
                         fns[pi_choice(strategy)] = fn
             runners: dict[Choice, Callable[[], object]] = {Choice.NO_GRAPH: lambda: wrapped.model(list(inputs))}
             for choice, fn in fns.items():
