@@ -32,7 +32,7 @@ class Placeholder:
 
     input_index: int
     data_ptr: int
-    span: int  # bytes from data_ptr that the recorded shape and strides reach
+    span: int  # bytes of the placeholder's storage from data_ptr (the tree allocates it alone, at offset 0)
     copy_bytes: int  # bytes PT2-CG's copy moves per replay (numel * itemsize)
 
 
