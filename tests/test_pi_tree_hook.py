@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from grace.pi import tree_hook
+from grace.pi import observe, tree_hook
 from grace.pi import variant as variants
 from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX
 from grace.pi.replay import CopyingReplay, PIReplay
@@ -85,7 +85,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[FakeVariant]:
         return made[-1]
 
     monkeypatch.setattr(variants, "indirected_variant", build)
-    monkeypatch.setattr(tree_hook, "_VARIANTS", {})
+    monkeypatch.setattr(observe, "_VARIANTS", {})
     return made
 
 
@@ -711,20 +711,20 @@ def test_a_wrong_table_write_is_refused_before_the_capture() -> None:
 def test_operators_that_draw_or_read_random_state_are_named() -> None:
     aten = torch.ops.aten
     x = torch.zeros(4)
-    assert tree_hook.random_use(aten.add.Tensor, (x, x), {}) is None
-    assert "draws random numbers" in tree_hook.random_use(aten.bernoulli_.float, (x, 0.5), {})
-    assert "draws random numbers" in tree_hook.random_use(aten.native_dropout.default, (x, 0.1, True), {})
+    assert observe.random_use(aten.add.Tensor, (x, x), {}) is None
+    assert "draws random numbers" in observe.random_use(aten.bernoulli_.float, (x, 0.5), {})
+    assert "draws random numbers" in observe.random_use(aten.native_dropout.default, (x, 0.1, True), {})
     sdpa = aten._scaled_dot_product_efficient_attention.default  # (q, k, v, bias, compute_lse, dropout_p=0.)
-    assert tree_hook.random_use(sdpa, (x, x, x, None, True), {}) is None
-    assert tree_hook.random_use(sdpa, (x, x, x, None, True, 0.0), {}) is None
-    assert "draws random numbers" in tree_hook.random_use(sdpa, (x, x, x, None, True), {"dropout_p": 0.1})
+    assert observe.random_use(sdpa, (x, x, x, None, True), {}) is None
+    assert observe.random_use(sdpa, (x, x, x, None, True, 0.0), {}) is None
+    assert "draws random numbers" in observe.random_use(sdpa, (x, x, x, None, True), {"dropout_p": 0.1})
     backward = aten._scaled_dot_product_flash_attention_backward.default
     names = [a.name for a in backward._schema.arguments]
     args = [x] * len(names)
     args[names.index("dropout_p")] = 0.1
-    assert "reads random-number state" in tree_hook.random_use(backward, tuple(args), {})
+    assert "reads random-number state" in observe.random_use(backward, tuple(args), {})
     args[names.index("dropout_p")] = 0.0
-    assert tree_hook.random_use(backward, tuple(args), {}) is None
+    assert observe.random_use(backward, tuple(args), {}) is None
 
 
 @pytest.mark.parametrize("strategy", [PTX, EXEC_UPDATE])
@@ -782,11 +782,11 @@ def test_a_warm_up_that_draws_random_numbers_makes_the_capture_once_and_stock(st
     x = torch.randn(64)
     with grace.config.patch(pi_strategy=strategy):
         warm = tree_hook.start_warmup(generated_twin, [x], static_input_idxs=[], managed_data_ptrs=set())
-        assert warm is not None and tree_hook.unverifiable_at_warmup(generated_twin) is None
+        assert warm is not None and observe.unverifiable_at_warmup(generated_twin) is None
         with warm.active():
             torch.ops.aten.add.Tensor(x, 1)
             torch.ops.aten.bernoulli_.float(torch.ones(8), 0.5)
-        assert "bernoulli" in tree_hook.unverifiable_at_warmup(generated_twin)
+        assert "bernoulli" in observe.unverifiable_at_warmup(generated_twin)
         node = _record_node(x)
         capture = _Capture(node, IDENTITY)
         tree_hook.record(node, generated_twin, [x], capture)
@@ -803,7 +803,7 @@ def test_a_warm_up_without_random_numbers_leaves_the_capture_watched() -> None:
     warm = tree_hook.start_warmup(generated_twin, [x], static_input_idxs=[], managed_data_ptrs=set())
     with warm.active():
         torch.ops.aten.mul.Tensor(x, 2)
-    assert tree_hook.unverifiable_at_warmup(generated_twin) is None
+    assert observe.unverifiable_at_warmup(generated_twin) is None
     assert tree_hook.start_warmup(lambda args: args, [x], [], set()) is None, "not generated code: no watch"
 
 
@@ -871,7 +871,7 @@ def test_record_captures_once_and_sets_the_node_replay(monkeypatch) -> None:
 
     x = torch.randn(64)
     node = _record_node(x)
-    monkeypatch.setattr(tree_hook.Recording, "finish", lambda self, *a, **k: Finished("the replay"))
+    monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished("the replay"))
     capture = _Capture(node, IDENTITY)
     out = record(node, IDENTITY, [x], capture)
     assert len(capture.calls) == 1 and node.grace_pi == "the replay"
@@ -887,7 +887,7 @@ def test_record_captures_again_stock_on_the_same_placeholders_when_the_check_fai
 
     x = torch.randn(64)
     node = _record_node(x)
-    monkeypatch.setattr(tree_hook.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
+    monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
     monkeypatch.setattr(tree_hook, "new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
     capture = _Capture(node, IDENTITY)
     record(node, IDENTITY, [x], capture)
@@ -949,7 +949,7 @@ def test_record_captures_again_stock_when_planning_raises(monkeypatch, caplog) -
 
     x = torch.randn(64)
     node = _record_node(x)
-    monkeypatch.setattr(tree_hook.Recording, "finish", broken)
+    monkeypatch.setattr(observe.Recording, "finish", broken)
     monkeypatch.setattr(tree_hook, "new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
     capture = _Capture(node, IDENTITY)
     with caplog.at_level(logging.WARNING, logger="grace.pi"):

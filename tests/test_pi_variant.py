@@ -108,7 +108,7 @@ def test_a_real_kernels_launch_arguments_are_named_as_inductors_launcher_takes_t
     """Inductor's launcher takes the ``def``'s names less its ``tl.constexpr`` ones (here XBLOCK)."""
     import torch
 
-    from grace.pi.tree_hook import _slot_requests
+    from grace.pi.observe import _slot_requests
 
     x, y, out = torch.zeros(8, dtype=torch.float64), torch.zeros(8, dtype=torch.float64), torch.zeros(8)
     owner = {x.untyped_storage()._cdata: (0, x.data_ptr())}

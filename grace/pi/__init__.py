@@ -32,8 +32,8 @@ read a placeholder), :mod:`~grace.pi.plan` (which inputs may be indirected),
 :mod:`~grace.pi.guard` (which must be copied on a given replay), :mod:`~grace.pi.table` (the
 pointer table, rewritten on the replay's stream), :mod:`~grace.pi.variant` (a kernel's
 indirected variant, built through Inductor's code cache for the config it settled on),
-:mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when: the capture
-observed), :mod:`~grace.pi.finish` (after the capture, one finisher per strategy: plan, check,
+:mod:`~grace.pi.tree_hook` (what the patched CUDA graph trees call, and when),
+:mod:`~grace.pi.observe` (the warm-up and the capture observed), :mod:`~grace.pi.finish` (after the capture, one finisher per strategy: plan, check,
 deploy), :mod:`~grace.pi.check` (a captured graph against the recorded function
 run with stock kernels), :mod:`~grace.pi.replay` (a node's replay: guard, copies, pointers,
 launch),

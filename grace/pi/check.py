@@ -65,7 +65,7 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     run, from snapshots taken before the first and never handed to a run, so that the
     tree's first replay reads and updates them as stock would; the placeholders get their
     bytes back and the pointers their placeholders' addresses before that replay. A graph
-    that draws random numbers, or reads random-number state (:func:`grace.pi.tree_hook.random_use`),
+    that draws random numbers, or reads random-number state (:func:`grace.pi.observe.random_use`),
     is not run outside its capture: ``unverifiable`` says why, and that counts as failing.
     """
     import torch

@@ -2,7 +2,7 @@
 
 Design note
 -----------
-A capture under PI ends in :meth:`grace.pi.tree_hook.Recording.finish`, which hands the
+A capture under PI ends in :meth:`grace.pi.observe.Recording.finish`, which hands the
 recording to the finisher of its strategy, chosen once when the recording started:
 
 - :class:`PtxFinisher`, strategy (1): the graph's Triton kernels were redirected to a pointer
@@ -37,7 +37,7 @@ from grace.pi.replay import CopyingReplay, PIReplay
 from grace.pi.table import PointerTable
 
 if TYPE_CHECKING:
-    from grace.pi.tree_hook import Recording
+    from grace.pi.observe import Recording
 
 log = get_logger("grace.pi")
 
