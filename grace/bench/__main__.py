@@ -13,6 +13,9 @@ from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
 from grace.bench.runner import Settings, pending, run, shard
 from grace.bench.workloads import all_workloads
 
+# statuses of a row that --retry may run again
+RETRYABLE = ("error", "timeout", "mismatch")
+
 
 def parse_shard(spec: str) -> tuple[int, int]:
     try:
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip workloads that already have rows for every mode in this --run-id")
     parser.add_argument("--retry", default="", metavar="STATUSES",
                         help="with --resume, run again (in every mode) the workloads whose latest row for "
-                             "a mode has one of these comma-separated statuses: error, timeout, mismatch")
+                             f"a mode has one of these comma-separated statuses: {', '.join(RETRYABLE)}")
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="start no new workload after this many seconds (finish with --resume)")
     parser.add_argument("--compile-together", action="store_true",
@@ -118,10 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             if not args.run_id:
                 raise ValueError("--resume needs the --run-id of the run to finish")
             retry = frozenset(x.strip() for x in args.retry.split(",") if x.strip())
-            unknown = retry - {"error", "timeout", "mismatch"}
+            unknown = retry - set(RETRYABLE)
             if unknown:
                 raise ValueError(f"--retry: unknown status {', '.join(sorted(unknown))} "
-                                 "(choose from error, timeout, mismatch)")
+                                 f"(choose from {', '.join(RETRYABLE)})")
             targets = pending(targets, modes, results.run_dir(args.experiment, args.run_id), retry)
         elif args.retry:
             raise ValueError("--retry goes with --resume and the --run-id of the run to finish")
