@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from grace.option_values import PTX
+
 
 @dataclass(frozen=True)
 class Mode:
@@ -28,7 +30,7 @@ class Mode:
         return self.compile_mode == "reduce-overhead"
 
 
-def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = "ptx", lean: bool | None = None,
+def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool | None = None,
            guard: bool = True, copy_grads: bool = True) -> dict[str, str]:
     flag = {True: "1", False: "0"}
     env = {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
