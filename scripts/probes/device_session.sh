@@ -14,7 +14,7 @@
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET), and
-#        the benchmark with --check-after against without
+#        the benchmark with --check-after against without; the smoke test on a third GPU
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -115,6 +115,8 @@ case "$STAGE" in
         CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" -m grace.bench --workloads ALNET --modes pt2-nocg,pt2-cg,grace --repeat 40 \
           --experiment harness_check --run-id "${PRUN}-harness${after:+-after}" $after > "$P/harness.bench${after:+.after}.log" 2>&1
       done ) &
+    # and the artifact's smoke test on a third GPU (behaviour unchanged after a refactor)
+    CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1 &
     CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 20 )) "$PY" -m grace.bench --workloads ${LEAN_WORKLOADS:-EOS,DR-T,micro-mlp16,ALNET,micro-eos} \
       --modes pt2-nocg,pt2-cg,grace-no-lean,grace --repeat ${REPEAT_LEAN:-30} --experiment lean_gain --run-id "${PRUN}-lean" \
       > "$P/lean_gain.log" 2>&1
