@@ -43,6 +43,10 @@ fi
 
 RUN_ID=${RUN_ID:-$(date -u +%Y%m%d-%H%M%S)}
 RAW=results/raw/upstream_cudagraph_trees/$RUN_ID
+if [ -e "$RAW.tar.xz" ]; then
+  echo "run $RUN_ID is finished and packed ($RAW.tar.xz); choose another RUN_ID, or unpack it there first" >&2
+  exit 2
+fi
 CONFIGS=${CONFIGS:-$("$PY" -m grace.report.upstream --list)}
 SHARDS=${SHARDS:-2}
 # Every visible GPU takes pytest processes in turn (a caller's CUDA_VISIBLE_DEVICES picks them).
