@@ -8,8 +8,8 @@
 #   STAGE=9 URUN=<date>-u PRUN=<date> TRUN=<date>-tests SHARDS=5 T=590 bash .diag/device_session.sh
 #        upstream under every configuration of --list; beside it, spread over the GPUs: the alignment probe (64 columns,
 #        Inductor's first configuration kept, and autotuned) under stock, the defaults and SCG forced; the autotune probe
-#        under stock and the defaults; the project's CUDA tests
-#   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff SHARDS=5 T=585 bash .diag/device_session.sh
+#        under stock and the defaults; the project's CUDA tests (the benchmark's in stage 3)
+#   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests SHARDS=5 T=585 bash .diag/device_session.sh
 #        upstream's rechecks; the -lean twins; the differential test of stock, all-lean-copy and all-free-lean-copy
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
@@ -83,13 +83,21 @@ case "$STAGE" in
     done
     if [ -n "${TRUN:-}" ]; then
       D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
-      gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_trees_cuda.py > "$D/test_trees_cuda.log" 2>&1 &
-      gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 400 "$PY" -m pytest -q -rs tests/test_lean_cuda.py > "$D/test_lean_cuda.log" 2>&1 &
+      # every CUDA test of the project but the benchmark's (stage 3), one file a process
+      for t in trees lean pi pi_tree scg cgct; do
+        gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+      done
     fi
     wait
     ;;
   3)  # upstream's rechecks; the -lean twins; the differential test of stock against GraCE's defaults
     [ -n "${URUN:-}" ] && upstream_bg
+    if [ -n "${TRUN:-}" ]; then  # the benchmark's CUDA test, beside the rest
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+      CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 450 "$PY" -m pytest -q -rs tests/test_bench_cuda.py \
+        > "$D/test_bench_cuda.log" 2>&1 &
+    fi
     [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
         STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
         bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
