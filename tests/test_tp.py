@@ -4,10 +4,24 @@ model's outputs (the GPU runs use NCCL; what the plans shard is the same)."""
 from __future__ import annotations
 
 import copy
+import os
+import sys
 from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
+
+
+def _then_exit(rank: int, body: str, *args: object) -> None:
+    """A spawned rank: run ``body`` (a function of this module), then leave the process at once.
+    The rank's result is written by then; gloo's threads can abort the interpreter's own
+    teardown afterwards ("terminate called without an active exception"), which says nothing
+    about the plan."""
+    globals()[body](rank, *args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _rank(rank: int, world: int, init_file: str, workload: str, out_dir: str) -> None:
@@ -44,7 +58,7 @@ def _rank(rank: int, world: int, init_file: str, workload: str, out_dir: str) ->
 def test_a_plan_at_two_ranks_gives_the_unsharded_outputs(workload: str, tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
-    mp.spawn(_rank, args=(2, str(tmp_path / "init"), workload, str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_then_exit, args=("_rank", 2, str(tmp_path / "init"), workload, str(tmp_path)), nprocs=2, join=True)
     results = [(tmp_path / f"rank{r}").read_text() for r in range(2)]
     assert all(r.startswith("ok ") and int(r.split()[1]) > 0 for r in results), results
 
@@ -77,7 +91,7 @@ def test_a_sharded_swiglu_block_computes_the_unsharded_block(tmp_path: Path) -> 
     model's sampled image does not show at the tiny size."""
     import torch.multiprocessing as mp
 
-    mp.spawn(_gated_rank, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_then_exit, args=("_gated_rank", 2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
     assert [(tmp_path / f"rank{r}").read_text() for r in range(2)] == ["ok", "ok"]
 
 
