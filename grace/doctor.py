@@ -89,9 +89,9 @@ def report() -> tuple[list[str], bool]:
         from grace.option_values import PRELUDE, problems
 
         refused = problems()
-        lines += [f"  ERROR: {problem}" for problem in refused]
+        lines += [f"  ERROR: {problem}" for problem in refused.values()]
         healthy = healthy and not refused
-        if not any(p.startswith("grace.config.pi_") for p in refused):
+        if "pi_strategy" not in refused and "pi_table_write" not in refused:
             lines.append(f"pi         strategy {config.pi_strategy}, table write {config.pi_table_write}")
             if config.pi_strategy == PRELUDE:
                 line, builds = prelude_line()

@@ -61,8 +61,8 @@ def checked(name: str) -> str:
     return value
 
 
-def problems() -> list[str]:
-    """Every enumerated option whose value is refused, each as :func:`checked` would refuse it."""
+def problems() -> dict[str, str]:
+    """Each enumerated option whose value is refused, with the refusal :func:`checked` gives."""
     config = _config()
-    found = (refusal(name, getattr(config, name)) for name in (*ACCEPTED, "scg_pi_strategies"))
-    return [problem for problem in found if problem is not None]
+    found = {name: refusal(name, getattr(config, name)) for name in (*ACCEPTED, "scg_pi_strategies")}
+    return {name: problem for name, problem in found.items() if problem is not None}

@@ -16,7 +16,7 @@ import torch
 
 from grace.pi import observe, tree_hook
 from grace.pi import variant as variants
-from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX
+from grace.option_values import EXEC_UPDATE, PRELUDE, PTX
 from grace.pi.replay import CopyingReplay, PIReplay
 from grace.pi.tree_hook import start_recording
 

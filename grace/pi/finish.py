@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from grace.log import get_logger
+from grace.option_values import EXEC_UPDATE, PRELUDE, PTX
 from grace.pi import check, report
 from grace.pi.check import Captured
 from grace.pi.guard import ReplayGuard
-from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, GraphPlan, Reference, Slot, plan_graph
+from grace.pi.plan import GraphPlan, Reference, Slot, plan_graph
 from grace.pi.replay import CopyingReplay, PIReplay
 from grace.pi.table import PointerTable
 

@@ -21,7 +21,8 @@ from grace.pi.check import Captured
 from grace.pi.finish import FINISHERS, Finished
 from grace.pi.guard import InputLayout
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
-from grace.pi.plan import EXEC_UPDATE, PRELUDE, PTX, Placeholder, Slot
+from grace.option_values import EXEC_UPDATE, PRELUDE, PTX
+from grace.pi.plan import Placeholder, Slot
 
 log = get_logger("grace.pi")
 

@@ -23,9 +23,6 @@ from typing import Literal
 ReferenceKind = Literal["vendor-kernel", "triton-kernel", "memcpy", "memset", "other"]
 
 
-# How a graph's reads are redirected (grace.config.pi_strategy): strategies (1), (2) and (3).
-from grace.option_values import EXEC_UPDATE, PRELUDE, PTX  # noqa: E402,F401 - re-exported for PI's modules
-
 @dataclass(frozen=True)
 class Placeholder:
     """A non-static input's recording buffer: the bytes PT2-CG copies into before each replay."""

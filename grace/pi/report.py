@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from grace.pi.plan import PRELUDE, PTX, GraphPlan
+from grace.option_values import PRELUDE, PTX
+from grace.pi.plan import GraphPlan
 
 
 @dataclass

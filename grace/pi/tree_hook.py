@@ -79,12 +79,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from grace.log import get_logger
-from grace.option_values import checked
+from grace.option_values import EXEC_UPDATE, PTX, checked
 from grace.pi.check import Captured
 from grace.pi.finish import RNG_UNCHECKABLE, UNVERIFIABLE_AT_WARMUP, Finished, recorded_stock
 from grace.pi.guard import InputLayout
 from grace.pi.observe import Recording, Warmup, unverifiable_at_warmup
-from grace.pi.plan import EXEC_UPDATE, PTX, Placeholder
+from grace.pi.plan import Placeholder
 from grace.pi.table import write_mode as table_write_mode
 
 log = get_logger("grace.pi")

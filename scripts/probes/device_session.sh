@@ -44,17 +44,6 @@ upstream_bg() {
 }
 UP="results/raw/upstream_cudagraph_trees/${URUN:-none} results/processed/upstream_cudagraph_trees.csv results/processed/upstream_cudagraph_trees_differ.md"
 K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
-# one differential program as the runner runs it (grace/difftest/runner.py's child environment, fresh caches)
-program() {  # program <gpu> <seed> <tag> <config> [extra env...] -- [extra args...]
-  local gpu=$1 seed=$2 tag=$3 cfg=$4; shift 4; local envs=() args=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done; [ "${1:-}" = -- ] && shift; args=("$@")
-  local c=/tmp/dp-$seed-$tag
-  env CUDA_VISIBLE_DEVICES=$gpu $("$PY" -m grace.report.upstream --env "$cfg") "${envs[@]}" TORCHINDUCTOR_FX_GRAPH_CACHE=0 \
-    TORCHINDUCTOR_AUTOGRAD_CACHE=0 TORCHINDUCTOR_COMPILE_THREADS=1 TORCHINDUCTOR_CACHE_DIR=$c/inductor \
-    TRITON_CACHE_DIR=$c/triton GRACE_SCG_CACHE_DIR=$c/scg timeout 420 "$PY" ${RUNNER:--m grace.difftest} run-one --seed $seed \
-    --device cuda --max-steps 600 --kinds $K "${args[@]}" > "$P/program.$seed.$tag.txt" 2>&1
-  echo "rc=$?" >> "$P/program.$seed.$tag.txt"
-}
 case "$STAGE" in
   9)  # upstream, and beside it the probes, spread over the GPUs
     upstream_bg

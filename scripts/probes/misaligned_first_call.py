@@ -14,9 +14,10 @@ while Inductor's kernels assume the alignment of the example they were compiled 
 (``grace.input_alignment``). ``--cols 64`` makes the element count a multiple of 16 at every
 size, so that Triton may vectorize the loads of an input it was told is aligned; whether it does
 depends on the configuration autotuning picks (a block of 256 elements on four warps loads two
-floats a thread, a block of 128 one), so stock faults on some runs only. ``--no-autotune`` keeps
-Inductor's first configuration, the vectorized one: stock's warm-up at the new size then reads
-the input off alignment every time, and GraCE (any switch on) copies it first. Each call prints
+floats a thread, a block of 128 one, as their PTX for sm_90 reads on the CPU), so stock faults
+on some runs only. ``--no-autotune`` keeps Inductor's first configuration, the block of 256:
+stock's warm-up at the new size is then expected to fault every time, and GraCE (any switch on)
+copies the input first (not yet run on a GPU). Each call prints
 "ok" once its result equals eager's; a fault ends the process (the CUDA context is lost).
 
     GRACE_DISABLE=1 python scripts/probes/misaligned_first_call.py --case new-size   # stock
