@@ -378,13 +378,14 @@ def test_training_attention_with_dropout_is_never_run_outside_its_capture() -> N
     assert "step 4 loss" in out and "cannot be run outside its capture" in out, out[-3000:]
 
 
-@pytest.mark.parametrize("switches", [{"cgct": False, "pi": True, "scg": False},
-                                      {"cgct": True, "pi": False, "scg": False},
-                                      {"cgct": False, "pi": False, "scg": False}])
+@pytest.mark.parametrize("switches", [{"cgct": False, "pi": True, "scg": False, "lean_replay": False},
+                                      {"cgct": True, "pi": False, "scg": False, "lean_replay": False},
+                                      {"cgct": False, "pi": False, "scg": False, "lean_replay": True},
+                                      {"cgct": False, "pi": False, "scg": False, "lean_replay": False}])
 def test_a_node_records_with_the_cyclic_collector_paused_only_under_grace(switches, monkeypatch) -> None:
     """What dies during a recording must be what reference counts free (the tree checks the
-    same deaths at every replay), so with a GraCE switch on no cyclic collection may run then;
-    with every switch off the tree is stock."""
+    same deaths at every replay), so with a GraCE switch on (lean replay's included) no cyclic
+    collection may run then; with every switch off the tree is stock."""
     if not _overlay_active():
         pytest.skip("GraCE's overlay with the PI patch is not active here (run `make setup`)")
     import gc

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The lab's device calls: one stage a call, under a deadline, everything it wrote packed into one tarball under $OUT.
+# Copy it into an ignored folder (.diag/) and carry that folder; carry [".upstream", ".diag"] (.upstream: PyTorch's
+# test_cudagraph_trees.py and the expecttest wheel, from ../shared/upstream). Unpack each call's tarball into the
+# checkout before the next call: a cut upstream or differential run resumes where it ended. Call back to back (an idle
+# machine is given back after 30 s). A checkout over 64 MiB does not travel: pack finished upstream runs first
+# (python -m grace.report.archive pack results/raw/upstream_cudagraph_trees/<run>).
+#   STAGE=9 URUN=<date>-u PRUN=<date> TRUN=<date>-tests SHARDS=5 T=590 bash .diag/device_session.sh
+#        upstream under every configuration of --list; beside it, spread over the GPUs: the alignment probe (64 columns,
+#        Inductor's first configuration kept, and autotuned) under stock, the defaults and SCG forced; the autotune probe
+#        under stock and the defaults; the project's CUDA tests (the benchmark's in stage 3)
+#   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests SHARDS=5 T=585 bash .diag/device_session.sh
+#        upstream's rechecks; the -lean twins; the differential test of stock, all-lean-copy and all-free-lean-copy
+#   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
+#        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
+#        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET), and
+#        the benchmark with --check-after against without; the smoke test on a third GPU
+# Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
+set -u
+T=${T:-585}
+if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote comes back in one tarball
+  mkdir -p "$OUT"
+  RESUME=${RESUME:-} INNER=1 timeout -k 5 $((T - 20)) bash "$0"; echo "stage $STAGE: exit $?"
+  tar czf "$OUT/s$STAGE.tgz" results/raw/upstream_cudagraph_trees/${URUN:-none} results/raw/upstream_cudagraph_trees/${ULRUN:-none} results/processed/upstream_cudagraph_trees.csv \
+    results/processed/upstream_cudagraph_trees_differ.md results/raw/probes/${PRUN:-none} results/raw/gpu_checks/${TRUN:-none} \
+    results/raw/differential/${DRUN:-none} results/raw/differential/latest.txt \
+    $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain results/raw/harness_check ) 2>/dev/null
+  ls -la "$OUT"; exit 0
+fi
+T=$((T - 20))
+start=$SECONDS
+left() { echo $((T - (SECONDS - start))); }
+mkdir -p "$OUT"
+nvidia-smi -L > "$OUT/gpus.txt" 2>&1
+bash scripts/setup.sh > "$OUT/setup.$STAGE.log" 2>&1 || { echo "setup failed"; tail -20 "$OUT/setup.$STAGE.log"; }
+PY=$(bash scripts/python.sh)
+# expecttest (PyTorch's tests import it) once, before any stage's processes could install it side by side
+"$PY" -c 'import expecttest' 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --target /tmp/grace-upstream-site \
+  .upstream/expecttest-*.whl > "$OUT/expecttest.$STAGE.log" 2>&1
+export PYTHONPATH=/tmp/grace-upstream-site${PYTHONPATH:+:$PYTHONPATH}
+upstream_bg() {
+  ( CONFIGS="$("$PY" -m grace.report.upstream --list)" SHARDS=${SHARDS:-4} STEP=upstream UPSTREAM_RUN=${URUN:?} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
+      bash scripts/gpu_trust_checks.sh > "$OUT/upstream.$STAGE.log" 2>&1 ) &
+}
+UP="results/raw/upstream_cudagraph_trees/${URUN:-none} results/processed/upstream_cudagraph_trees.csv results/processed/upstream_cudagraph_trees_differ.md"
+K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
+case "$STAGE" in
+  9)  # upstream, and beside it the probes, spread over the GPUs
+    upstream_bg
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"; n=0
+    gpu_next() { n=$((n + 1)); GPU=${G[$((n % ${#G[@]}))]}; }  # in this shell, not a subshell
+    for mode in reload overwritten; do
+      gpu_next; env CUDA_VISIBLE_DEVICES=$GPU GRACE_DISABLE=1 TORCHINDUCTOR_CACHE_DIR=/tmp/at-stock-$mode timeout 200 "$PY" \
+        scripts/probes/autotune_in_capture.py --rearm $mode > "$P/autotune.$mode.stock.txt" 2>&1 &
+      gpu_next; env CUDA_VISIBLE_DEVICES=$GPU TORCHINDUCTOR_CACHE_DIR=/tmp/at-def-$mode GRACE_SCG_CACHE_DIR=/tmp/as-def-$mode \
+        timeout 200 "$PY" scripts/probes/autotune_in_capture.py --rearm $mode > "$P/autotune.$mode.defaults.txt" 2>&1 &
+    done
+    # the alignment probe: stock, the defaults exactly (no GRACE_ variable) and SCG forced to record, with Inductor's
+    # first configuration kept (expected: stock faults at the new size) and, at the new size, autotuned twice (fresh caches)
+    for case in new-size first; do
+      for cfg in stock defaults scg-forced; do
+        case $cfg in stock) E="GRACE_DISABLE=1";; defaults) E="";; scg-forced) E="GRACE_SCG_FORCE=graph";; esac
+        tunes="no-autotune 1 2"; [ $case = first ] && tunes=no-autotune
+        for tune in $tunes; do
+          A=(--case $case --cols 64); [ $tune = no-autotune ] && A+=(--no-autotune)
+          c=/tmp/al-$case-$cfg-$tune
+          gpu_next; env CUDA_VISIBLE_DEVICES=$GPU $E TORCHINDUCTOR_CACHE_DIR=$c/i TRITON_CACHE_DIR=$c/t GRACE_SCG_CACHE_DIR=$c/s \
+            timeout 150 "$PY" scripts/probes/misaligned_first_call.py "${A[@]}" > "$P/misaligned64.$case.$cfg.$tune.txt" 2>&1 &
+        done
+      done
+    done
+    if [ -n "${TRUN:-}" ]; then
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      # every CUDA test of the project but the benchmark's (stage 3), one file a process
+      for t in trees lean pi pi_tree scg cgct; do
+        gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+      done
+    fi
+    wait
+    ;;
+  3)  # upstream's rechecks; the -lean twins; the differential test of stock against GraCE's defaults
+    [ -n "${URUN:-}" ] && upstream_bg
+    if [ -n "${TRUN:-}" ]; then  # the benchmark's CUDA test, beside the rest
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+      CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 450 "$PY" -m pytest -q -rs tests/test_bench_cuda.py \
+        > "$D/test_bench_cuda.log" 2>&1 &
+    fi
+    [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
+        STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
+        bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
+    CONFIGS="stock all-lean-copy all-free-lean-copy" KINDS=$K \
+    STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 200 )) JOBS=${JOBS:-16} \
+      bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
+    wait
+    ;;
+  17)  # what upstream runs have left; then, quiet, one GPU: lean replay's gain
+    [ -n "${URUN:-}" ] && upstream_bg
+    [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
+        STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) / 2 )) \
+        bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
+    wait
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    # beside it, one process on another GPU: the harness against a tight loop of the same call (ALNET under PT2-CG),
+    # and the benchmark with the eager check after the chunk's samples against today's check between samples
+    ( H=${G[$((1 % ${#G[@]}))]}
+      CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET \
+        > "$P/harness.replay_overhead.txt" 2>&1
+      for after in "" --check-after; do
+        CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" -m grace.bench --workloads ALNET --modes pt2-nocg,pt2-cg,grace --repeat 40 \
+          --experiment harness_check --run-id "${PRUN}-harness${after:+-after}" $after > "$P/harness.bench${after:+.after}.log" 2>&1
+      done ) &
+    # and the artifact's smoke test on a third GPU (behaviour unchanged after a refactor)
+    CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1 &
+    CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 20 )) "$PY" -m grace.bench --workloads ${LEAN_WORKLOADS:-EOS,DR-T,micro-mlp16,ALNET,micro-eos} \
+      --modes pt2-nocg,pt2-cg,grace-no-lean,grace --repeat ${REPEAT_LEAN:-30} --experiment lean_gain --run-id "${PRUN}-lean" \
+      > "$P/lean_gain.log" 2>&1
+    "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline grace-no-lean > "$P/lean_gain.paired.txt" 2>&1
+    "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline pt2-cg >> "$P/lean_gain.paired.txt" 2>&1
+    wait
+    ;;
+esac
