@@ -536,15 +536,84 @@ def test_gpu_script_without_gpu_fails_in_one_clear_line(script: str) -> None:
     assert "[OK]" not in proc.stdout
 
 
-def test_pin_cpu_choices() -> None:
+def test_pin_cpu_choices(tmp_path, monkeypatch) -> None:
+    from grace.bench import timing_core
     from grace.bench.__main__ import parse_pin
 
+    monkeypatch.setattr(timing_core, "LOCK_DIR", tmp_path)
     allowed = sorted(os.sched_getaffinity(0))
-    assert parse_pin("auto") == allowed[-1]
-    assert parse_pin("none") == -1
-    assert parse_pin(str(allowed[0])) == allowed[0]
+    auto = parse_pin("auto")
+    assert auto is not None and auto.core == allowed[-1] and auto.lock is not None
+    auto.release()
+    assert parse_pin("none") is None
+    given = parse_pin(str(allowed[0]))
+    assert given is not None and given.core == allowed[0] and given.lock is None
     with pytest.raises(ValueError, match="not a core of this machine"):
         parse_pin("9999")
+
+
+def test_benchmarks_side_by_side_claim_different_timing_cores(tmp_path) -> None:
+    """Two benchmarks on one host with ``--pin-cpu auto`` time on two cores, not one; a core is
+    claimed again once its benchmark let it go; with every core held the last is shared."""
+    from grace.bench.timing_core import claim
+
+    first = claim([4, 5, 6], tmp_path)
+    second = claim([4, 5, 6], tmp_path)
+    assert (first.core, second.core) == (6, 5)
+    first.release()
+    third = claim([4, 5, 6], tmp_path)
+    fourth = claim([4, 5, 6], tmp_path)
+    assert (third.core, fourth.core) == (6, 4)
+    shared = claim([4, 5, 6], tmp_path)
+    assert (shared.core, shared.lock) == (6, None)
+    for c in (second, third, fourth):
+        c.release()
+
+
+def test_a_claim_held_by_another_process_keeps_the_core(tmp_path) -> None:
+    """The lock is the kernel's (flock), so another process's benchmark sees it, and it ends with
+    that process."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pathlib; from grace.bench.timing_core import claim; "
+         f"c = claim([4, 5], pathlib.Path({str(tmp_path)!r})); print(c.core, flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(Path(__file__).parent.parent))
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "5"
+        from grace.bench.timing_core import claim
+
+        mine = claim([4, 5], tmp_path)
+        assert mine.core == 4
+        mine.release()
+    finally:
+        holder.communicate("", timeout=30)
+    after = claim([4, 5], tmp_path)
+    assert after.core == 5
+    after.release()
+
+
+def test_timed_calls_use_exact_float32() -> None:
+    """The benchmark checks at 1e-4 and compares with probes that time the same workloads: TF32
+    off for matmuls and for cuDNN's convolutions, whose default is on."""
+    import torch
+
+    from grace.bench.precision import exact_float32
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        exact_float32()
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (False, False)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_an_unwritable_lock_folder_times_on_the_last_core_unclaimed(tmp_path) -> None:
+    from grace.bench.timing_core import claim
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    c = claim([2, 3], blocker / "locks")
+    assert (c.core, c.lock) == (3, None)
 
 
 def test_timing_lock_excludes_other_runners_while_held(tmp_path) -> None:

@@ -11,6 +11,7 @@ from grace.bench import options, results
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
 from grace.bench.runner import Settings, pending, run, shard
+from grace.bench.timing_core import CoreClaim, allowed_cores, claim
 from grace.bench.workloads import all_workloads
 
 # statuses of a row that --retry may run again
@@ -27,18 +28,20 @@ def parse_shard(spec: str) -> tuple[int, int]:
     return i, n
 
 
-def parse_pin(spec: str) -> int:
-    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+def parse_pin(spec: str) -> CoreClaim | None:
+    """The timing core ``--pin-cpu`` names: ``auto`` claims one no other benchmark on this host
+    holds (:mod:`grace.bench.timing_core`), ``N`` takes core N as given, ``none`` pins nothing."""
+    allowed = allowed_cores()
     if spec == "none" or not allowed:
-        return -1
+        return None
     if spec == "auto":
-        return allowed[-1]
+        return claim(allowed)
     # A core outside this process's set is fine: shards started under `taskset` leave their
     # timing cores to the timing threads, which move there when timing starts.
     online = range(os.cpu_count() or 1)
     if not spec.isdigit() or int(spec) not in online:
         raise ValueError(f"--pin-cpu {spec}: not a core of this machine (0-{online[-1]})")
-    return int(spec)
+    return CoreClaim(int(spec), None)
 
 
 def gpu_problem(device: str) -> str | None:
@@ -81,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=Settings.device, help="cuda (default) or cpu (runner tests only)")
     parser.add_argument("--size", default=Settings.size, choices=["full", "tiny"], help="tiny: CPU-test sizes")
     parser.add_argument("--pin-cpu", default="auto",
-                        help="core for every worker's timing thread: auto (the last allowed core), none, or N")
+                        help="core for every worker's timing thread: auto (the last allowed core that no other "
+                             "benchmark on this host has claimed), none, or N")
     parser.add_argument("--scg-cache", type=Path, default=None,
                         help="SCG decision cache to use (default: a fresh one in the run directory); "
                              "point it at an earlier run's scg-cache to measure a second run")
@@ -140,17 +144,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grace.bench: {problem}", file=sys.stderr)
         return 2
     try:
-        pin_cpu = parse_pin(args.pin_cpu)
+        pinned = parse_pin(args.pin_cpu)
     except ValueError as e:
         print(f"grace.bench: {e}", file=sys.stderr)
         return 2
-    settings = Settings(experiment=args.experiment, pin_cpu=pin_cpu, run_id=args.run_id or results.new_run_id(),
+    settings = Settings(experiment=args.experiment, pin_cpu=pinned.core if pinned else -1,
+                        run_id=args.run_id or results.new_run_id(),
                         repeat=args.repeat, chunk=args.chunk, worker=worker_options,
                         timeout_s=args.timeout, device=args.device, size=args.size,
                         scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
                         timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
                         stop_after_s=args.stop_after, compile_together=args.compile_together)
-    out_dir = run(settings, targets, modes)
+    try:
+        out_dir = run(settings, targets, modes)
+    finally:
+        if pinned:
+            pinned.release()
     import json
 
     names = {t.workload.name for t in targets}

@@ -43,6 +43,7 @@ from typing import IO, Any, Callable
 
 from grace.bench import check, options
 from grace.bench.modes import MODES, Mode
+from grace.bench.precision import exact_float32
 from grace.bench.workloads import Workload, get
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
@@ -395,8 +396,7 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
     def send(message: dict[str, Any]) -> None:
         proto.write(json.dumps(message) + "\n")
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    exact_float32()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is visible to torch in the worker")
     case = Case(get(args.workload), MODES[args.mode], args.device, args.batch_size, args.size,

@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from torch.distributed.device_mesh import init_device_mesh
 
     from grace.bench.check import compare
+    from grace.bench.precision import exact_float32
     from grace.bench.workloads import get
     from grace.stats import summary
     from grace.tp.plans import shard
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     dist.init_process_group("nccl" if cuda else "gloo")
     device = f"cuda:{torch.cuda.current_device()}" if cuda else "cpu"
     mesh = init_device_mesh(args.device, (world,))
+    exact_float32()
     wl = get(args.workload)
     batch = args.batch_size or wl.batch_size
     torch.manual_seed(0)

@@ -13,8 +13,8 @@
 #        upstream's rechecks; the -lean twins; the differential test of stock, all-lean-copy and all-free-lean-copy
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
-#        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET), and
-#        the benchmark with --check-after against without; the smoke test on a third GPU
+#        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
+#        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -104,13 +104,16 @@ case "$STAGE" in
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     # beside it, one process on another GPU: the harness against a tight loop of the same call (ALNET under PT2-CG),
-    # and the benchmark with the eager check after the chunk's samples against today's check between samples
+    # the loop in the benchmark's arithmetic (cuDNN TF32 off) and in PyTorch's default; the benchmark with its timing
+    # thread pinned (a core of its own, claimed) and unpinned
     ( H=${G[$((1 % ${#G[@]}))]}
-      CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET \
-        > "$P/harness.replay_overhead.txt" 2>&1
-      for after in "" --check-after; do
+      for tf32 in "" --cudnn-tf32; do
+        CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET $tf32 \
+          > "$P/harness.replay_overhead${tf32:+.tf32}.txt" 2>&1
+      done
+      for pin in auto none; do
         CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" -m grace.bench --workloads ALNET --modes pt2-nocg,pt2-cg,grace --repeat 40 \
-          --experiment harness_check --run-id "${PRUN}-harness${after:+-after}" $after > "$P/harness.bench${after:+.after}.log" 2>&1
+          --experiment harness_check --run-id "${PRUN}-harness-pin-$pin" --pin-cpu $pin > "$P/harness.bench.pin-$pin.log" 2>&1
       done ) &
     # and the artifact's smoke test on a third GPU (behaviour unchanged after a refactor)
     CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1 &

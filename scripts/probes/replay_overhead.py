@@ -35,13 +35,17 @@ import time
 from typing import Any
 
 
-def child(mode: str, workload: str, calls: int) -> None:
+def child(mode: str, workload: str, calls: int, cudnn_tf32: bool) -> None:
     import torch
 
     from grace.bench.modes import MODES
+    from grace.bench.precision import exact_float32
     from grace.bench.workloads import get
     from grace.stats import summary
 
+    exact_float32()  # the benchmark's arithmetic, so that this times the benchmark's kernels
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32
+    print(f"cuDNN TF32 {'on (PyTorch default, not the benchmark)' if cudnn_tf32 else 'off (as the benchmark)'}")
     wl = get(workload)
     torch.manual_seed(0)
     model = wl.build("cuda", wl.batch_size, "full")
@@ -289,14 +293,16 @@ def main() -> int:
     ap.add_argument("--mode", required=True, choices=sorted(m for m in MODES if m != "eager"))
     ap.add_argument("--workload", default="micro-eos")
     ap.add_argument("--calls", type=int, default=400)
+    ap.add_argument("--cudnn-tf32", action="store_true",
+                    help="cuDNN convolutions in TF32 (PyTorch's default; the benchmark turns it off)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.mode, args.workload, args.calls)
+        child(args.mode, args.workload, args.calls, args.cudnn_tf32)
         return 0
     env = {**os.environ, **MODES[args.mode].env}
     cmd = [sys.executable, __file__, "--child", "--mode", args.mode, "--workload", args.workload,
-           "--calls", str(args.calls)]
+           "--calls", str(args.calls)] + (["--cudnn-tf32"] if args.cudnn_tf32 else [])
     return subprocess.call(cmd, env=env)
 
 

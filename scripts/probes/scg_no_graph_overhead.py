@@ -19,6 +19,7 @@ import time
 import torch
 
 import grace.config
+from grace.bench.precision import exact_float32
 from grace.bench.workloads import get
 from grace.stats import summary
 
@@ -29,6 +30,7 @@ def main() -> None:
     ap.add_argument("--workload", default="micro-eos")
     ap.add_argument("--calls", type=int, default=400)
     args = ap.parse_args()
+    exact_float32()
     wl = get(args.workload)
     torch.manual_seed(0)
     model = wl.build("cuda", wl.batch_size, "full")
