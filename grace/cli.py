@@ -115,9 +115,11 @@ def _explain_workload(name: str, iterations: int, size: str, batch_size: int | N
     (:class:`grace.cgct.explain.Explanation`)."""
     import torch
 
+    from grace.bench.precision import exact_float32
     from grace.bench.workloads import get
     from grace.cgct.explain import Collector
 
+    exact_float32()  # the graphs the benchmark runs
     workload = get(name)
     batch = batch_size or workload.batch_size
     torch.manual_seed(0)

@@ -607,6 +607,17 @@ def test_timed_calls_use_exact_float32() -> None:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+def test_every_runner_of_a_benchmark_workload_uses_the_benchmarks_arithmetic() -> None:
+    """A probe that times a workload in PyTorch's default arithmetic runs other convolution
+    kernels than the benchmark (cuDNN's TF32), and its times cannot be set beside the
+    benchmark's: whatever builds a registered workload to run it calls ``exact_float32``."""
+    root = Path(__file__).parent.parent
+    builders = [p for p in [*root.glob("grace/**/*.py"), *root.glob("scripts/**/*.py")]
+                if re.search(r"\b(wl|workload)\.build\(", p.read_text())]
+    assert len(builders) >= 5, builders  # the worker, the TP runner, explain and the probes
+    assert [str(p.relative_to(root)) for p in builders if "exact_float32()" not in p.read_text()] == []
+
+
 def test_an_unwritable_lock_folder_times_on_the_last_core_unclaimed(tmp_path) -> None:
     from grace.bench.timing_core import claim
 

@@ -16,8 +16,10 @@ def main() -> None:
     import torch
     from torch._inductor import cudagraph_trees
 
+    from grace.bench.precision import exact_float32
     from grace.bench.workloads import get
 
+    exact_float32()
     torch.cuda.memory._record_memory_history(max_entries=100000)
     wl = get("micro-eos")
     model = wl.build("cuda", 1 << 16, "full")
