@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def replay_map_report(rows: list[dict], args: argparse.Namespace) -> int:
     from grace.report import records as records_io
-    from grace.report import replay_map
+    from grace.report import replay_map, replay_targets
 
     recs = replay_map.records(rows)
     if not recs:
@@ -147,6 +147,10 @@ def replay_map_report(rows: list[dict], args: argparse.Namespace) -> int:
     for path in replay_map.draw(recs, args.figures_dir):
         print(f"wrote {path}")
     print(records_io.format_rows(recs))
+    verdicts = replay_targets.judge(rows)
+    print(f"wrote {records_io.write_csv(processed / 'replay_targets.csv', verdicts)}")
+    print("the lean replay path's targets (grace.report.replay_targets; over: measured / bound):")
+    print(records_io.format_rows(verdicts))
     return 0
 
 

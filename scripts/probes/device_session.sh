@@ -15,6 +15,9 @@
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
 #        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU
+#   STAGE=21 MRUN=<date>-map T=<left> bash .diag/device_session.sh
+#        the replay map (scripts/run_replay_map.sh) on every GPU, a shard each, alone on the machine; call again with
+#        the same MRUN to resume; its report judges the lean replay path's targets (grace.report.replay_targets)
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -24,7 +27,9 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
   tar czf "$OUT/s$STAGE.tgz" results/raw/upstream_cudagraph_trees/${URUN:-none} results/raw/upstream_cudagraph_trees/${ULRUN:-none} results/processed/upstream_cudagraph_trees.csv \
     results/processed/upstream_cudagraph_trees_differ.md results/raw/probes/${PRUN:-none} results/raw/gpu_checks/${TRUN:-none} \
     results/raw/differential/${DRUN:-none} results/raw/differential/latest.txt \
-    $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain results/raw/harness_check ) 2>/dev/null
+    $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain results/raw/harness_check ) \
+    $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
+       results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
 T=$((T - 20))
@@ -123,5 +128,8 @@ case "$STAGE" in
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline grace-no-lean > "$P/lean_gain.paired.txt" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline pt2-cg >> "$P/lean_gain.paired.txt" 2>&1
     wait
+    ;;
+  21)  # the replay map, alone on the machine: every GPU a shard (scripts/run_sharded.sh), resumable
+    RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
     ;;
 esac

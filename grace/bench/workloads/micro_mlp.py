@@ -1,4 +1,5 @@
-"""Launch-bound MLPs at batch 1: the case CUDA graphs exist for."""
+"""Launch-bound MLPs at batch 1: the case CUDA graphs exist for, in inference and as a training
+step (forward and backward: the host path of a backward graph beside its forward's)."""
 
 from __future__ import annotations
 
@@ -29,5 +30,16 @@ class Mlp(Workload):
         return (torch.randn(batch_size, _width(size), device=device, generator=generator(device, sample)),)
 
 
+@dataclass(frozen=True)
+class MlpTraining(Mlp):
+    def build(self, device: str, batch_size: int, size: Size = "full") -> Any:
+        return super().build(device, batch_size, size).train()
+
+    def loss(self, output: Any) -> Any:
+        return output.square().mean()
+
+
 register(Mlp("micro-mlp2", "mlp_2_layers", "micro", "inference", 1, idiom="none: launch-bound", layers=2))
 register(Mlp("micro-mlp16", "mlp_16_layers", "micro", "inference", 1, idiom="none: launch-bound", layers=16))
+register(MlpTraining("micro-mlp16-T", "mlp_16_layers", "micro", "training", 1, idiom="none: launch-bound",
+                     layers=16))
