@@ -15,9 +15,10 @@
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
 #        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU
-#   STAGE=21 MRUN=<date>-map T=<left> bash .diag/device_session.sh
-#        the replay map (scripts/run_replay_map.sh) on every GPU, a shard each, alone on the machine; call again with
-#        the same MRUN to resume; its report judges the lean replay path's targets (grace.report.replay_targets)
+#   STAGE=21 MRUN=<date>-map PRUN=<date> T=<left> bash .diag/device_session.sh
+#        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
+#        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
+#        checks of stage 17 on the first GPU
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -27,7 +28,7 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
   tar czf "$OUT/s$STAGE.tgz" results/raw/upstream_cudagraph_trees/${URUN:-none} results/raw/upstream_cudagraph_trees/${ULRUN:-none} results/processed/upstream_cudagraph_trees.csv \
     results/processed/upstream_cudagraph_trees_differ.md results/raw/probes/${PRUN:-none} results/raw/gpu_checks/${TRUN:-none} \
     results/raw/differential/${DRUN:-none} results/raw/differential/latest.txt \
-    $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain results/raw/harness_check ) \
+    $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain ) $( [ "$STAGE" = 17 ] || [ "$STAGE" = 21 ] && echo results/raw/harness_check ) \
     $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
        results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) 2>/dev/null
   ls -la "$OUT"; exit 0
@@ -48,6 +49,21 @@ upstream_bg() {
       bash scripts/gpu_trust_checks.sh > "$OUT/upstream.$STAGE.log" 2>&1 ) &
 }
 UP="results/raw/upstream_cudagraph_trees/${URUN:-none} results/processed/upstream_cudagraph_trees.csv results/processed/upstream_cudagraph_trees_differ.md"
+# on GPU $1, one process at a time: the harness against a tight loop of the same call (ALNET under PT2-CG), the loop
+# in the benchmark's arithmetic (cuDNN TF32 off) and in PyTorch's default; the benchmark with its timing thread pinned
+# (a core of its own, claimed) and unpinned
+harness_checks() {
+  local P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+  for tf32 in "" --cudnn-tf32; do
+    CUDA_VISIBLE_DEVICES=$1 timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET $tf32 \
+      > "$P/harness.replay_overhead${tf32:+.tf32}.txt" 2>&1
+  done
+  for pin in auto none; do
+    CUDA_VISIBLE_DEVICES=$1 timeout 150 "$PY" -m grace.bench --workloads ALNET --modes pt2-nocg,pt2-cg,grace --repeat 40 \
+      --experiment harness_check --run-id "${PRUN}-harness-pin-$pin" --pin-cpu $pin > "$P/harness.bench.pin-$pin.log" 2>&1
+  done
+}
+
 K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
 case "$STAGE" in
   9)  # upstream, and beside it the probes, spread over the GPUs
@@ -108,18 +124,7 @@ case "$STAGE" in
     wait
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
-    # beside it, one process on another GPU: the harness against a tight loop of the same call (ALNET under PT2-CG),
-    # the loop in the benchmark's arithmetic (cuDNN TF32 off) and in PyTorch's default; the benchmark with its timing
-    # thread pinned (a core of its own, claimed) and unpinned
-    ( H=${G[$((1 % ${#G[@]}))]}
-      for tf32 in "" --cudnn-tf32; do
-        CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET $tf32 \
-          > "$P/harness.replay_overhead${tf32:+.tf32}.txt" 2>&1
-      done
-      for pin in auto none; do
-        CUDA_VISIBLE_DEVICES=$H timeout 150 "$PY" -m grace.bench --workloads ALNET --modes pt2-nocg,pt2-cg,grace --repeat 40 \
-          --experiment harness_check --run-id "${PRUN}-harness-pin-$pin" --pin-cpu $pin > "$P/harness.bench.pin-$pin.log" 2>&1
-      done ) &
+    harness_checks "${G[$((1 % ${#G[@]}))]}" &
     # and the artifact's smoke test on a third GPU (behaviour unchanged after a refactor)
     CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1 &
     CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 20 )) "$PY" -m grace.bench --workloads ${LEAN_WORKLOADS:-EOS,DR-T,micro-mlp16,ALNET,micro-eos} \
@@ -129,7 +134,15 @@ case "$STAGE" in
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline pt2-cg >> "$P/lean_gain.paired.txt" 2>&1
     wait
     ;;
-  21)  # the replay map, alone on the machine: every GPU a shard (scripts/run_sharded.sh), resumable
-    RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
+  21)  # the replay map, a shard on each GPU but the first (scripts/run_sharded.sh), resumable; the harness checks on
+    # the first, with PRUN (each benchmark claims its own timing core)
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    if [ -n "${PRUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
+      harness_checks "${G[0]}" &
+      G=("${G[@]:1}")
+    fi
+    CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
+      bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
+    wait
     ;;
 esac
