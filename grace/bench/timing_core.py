@@ -40,8 +40,8 @@ def claim(allowed: list[int], lock_dir: Path | None = None) -> CoreClaim:
     """The last core of ``allowed`` that no other benchmark on this host holds, claimed.
 
     Where every core is held (more benchmarks than cores), or the folder cannot be written, it
-    returns the last core without a lock and logs why: timings then share a core, as they did
-    before claims existed, and the log says so."""
+    returns the last core without a lock and logs why: timings may then share a core, and the
+    log says so."""
     if not allowed:
         raise ValueError("no core is allowed to this process")
     lock_dir = lock_dir or LOCK_DIR
