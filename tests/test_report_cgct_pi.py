@@ -21,12 +21,14 @@ def test_table2_takes_coverage_of_graph_modes_only() -> None:
 def test_table3_reports_bytes_before_and_after_and_graphs_with_pi() -> None:
     summary = {"graphs": 2, "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
                "pointers_per_replay": 2}
+    graphs = [{"strategy": "ptx", "indirected": [0, 1]},
+              {"strategy": "none (its warm-up showed random numbers)", "indirected": []}]
     rows = [_row("pt2-cg", pi=None, peak_replay_mem_bytes=9000, graph_pool_bytes=2 << 20),
-            _row("grace-cgct-pi", pi={"summary": summary, "graphs": []}, peak_replay_mem_bytes=8000,
+            _row("grace-cgct-pi", pi={"summary": summary, "graphs": graphs}, peak_replay_mem_bytes=8000,
                  graph_pool_bytes=1 << 20)]
     (rec,) = table3(rows)
     assert rec == {"workload": "micro-eos", "mode": "grace-cgct-pi", "status": "ok", "graphs": 2,
-                   "graphs_with_pi": 1, "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
+                   "graphs_with_pi": 1, "pi_strategies": "copies:1 ptx:1", "copy_bytes_pt2_cg": 4096, "copy_bytes_grace": 1040,
                    "pointers_per_replay": 2, "peak_mem_bytes": 8000, "peak_mem_bytes_pt2_cg": 9000,
                    "graph_pool_bytes": 1 << 20, "graph_pool_bytes_pt2_cg": 2 << 20, "run_id": None}
 

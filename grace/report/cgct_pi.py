@@ -62,6 +62,7 @@ def table3(rows: Sequence[dict]) -> list[dict[str, Any]]:
         s = pi["summary"]
         out.append({"workload": row["workload"], "mode": row["mode"], "status": row["status"],
                     "graphs": s["graphs"], "graphs_with_pi": s["graphs_with_pi"],
+                    "pi_strategies": pi_strategies(pi.get("graphs") or []),
                     "copy_bytes_pt2_cg": s["copy_bytes_pt2_cg"], "copy_bytes_grace": s["copy_bytes_grace"],
                     "pointers_per_replay": s["pointers_per_replay"],
                     "peak_mem_bytes": row.get("peak_replay_mem_bytes"),
@@ -70,6 +71,16 @@ def table3(rows: Sequence[dict]) -> list[dict[str, Any]]:
                     "graph_pool_bytes_pt2_cg": _pt2_cg(baselines, row, "graph_pool_bytes"),
                     "run_id": row.get("run_id")})
     return out
+
+
+def pi_strategies(graphs: Sequence[dict]) -> str:
+    """The strategy each graph with PI got, counted (``ptx:2 prelude:1``); graphs that copy
+    every input as PT2-CG does are counted as ``copies``, whatever the reason."""
+    counts: dict[str, int] = {}
+    for g in graphs:
+        name = g["strategy"] if g.get("indirected") else "copies"
+        counts[name] = counts.get(name, 0) + 1
+    return " ".join(f"{name}:{n}" for name, n in sorted(counts.items()))
 
 
 def _difference(a: float | None, b: float | None) -> float | None:
