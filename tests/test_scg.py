@@ -523,26 +523,3 @@ def test_an_unwired_backward_partition_tells_its_tree_that_the_backward_runs(tmp
     assert gone() is None, "the generated module's runner must not keep the tree alive"
     (out,) = module.runner.partitions[0]([x])  # the tree is gone: the partition still runs
     assert torch.equal(out, x * 3)
-
-
-def test_a_function_kept_out_runs_its_compiled_code_and_is_remembered(monkeypatch) -> None:
-    """The patched ``_run`` calls ``run_if_kept_out`` where it would record: a function SCG keeps
-    out runs there (its outputs are the call's) and joins ``grace_no_graph_functions``, which
-    ``_run`` checks first from then on; one that records gets None and changes nothing."""
-    from types import SimpleNamespace
-
-    from grace.scg import tree_hook
-
-    calls: list[list[Any]] = []
-
-    def model(inputs: list[Any]) -> list[Any]:
-        calls.append(list(inputs))
-        return [sum(inputs)]
-
-    manager = SimpleNamespace(grace_no_graph_functions=set(), ids_to_funcs={"kept": SimpleNamespace(model=model),
-                                                                           "graph": SimpleNamespace(model=model)})
-    monkeypatch.setattr(tree_hook, "keep_out_of_graph", lambda m, inputs, fid: fid == "kept")
-    assert tree_hook.run_if_kept_out(manager, [1, 2], "graph") is None
-    assert calls == [] and manager.grace_no_graph_functions == set()
-    assert tree_hook.run_if_kept_out(manager, [1, 2], "kept") == [3]
-    assert calls == [[1, 2]] and manager.grace_no_graph_functions == {"kept"}

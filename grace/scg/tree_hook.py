@@ -2,10 +2,10 @@
 and whether that graph uses parameter indirection.
 
 Hook point (``patches/scg/0001-scg-hook-points.patch``): where
-``CUDAGraphTreeManager._run`` is about to record a function, it calls
-:func:`run_if_kept_out`. A function :func:`keep_out_of_graph` keeps out joins the manager's
-``grace_no_graph_functions`` and runs its compiled code, there and from then on directly;
-otherwise the tree records the graph exactly as stock PyTorch does.
+``CUDAGraphTreeManager._run`` is about to record a function, it asks
+:func:`keep_out_of_graph`. On True the manager adds the function to its
+``grace_no_graph_functions`` and from then on calls its compiled code directly; on False it
+records the graph exactly as stock PyTorch does.
 
 Invariants
 ----------
@@ -53,7 +53,7 @@ import functools
 import re
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import grace
 from grace import config, input_alignment, trees
@@ -149,18 +149,6 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
                               backward_of=manager if backward else None)
         report.add(record)
     return decided[function_id] is Choice.NO_GRAPH
-
-
-def run_if_kept_out(manager: CUDAGraphTreeManager, new_inputs: list[Any],
-                    function_id: FunctionID) -> Optional[Any]:
-    """Where the tree would record ``function_id``: if SCG keeps it out of graphs
-    (:func:`keep_out_of_graph`), the manager remembers it in ``grace_no_graph_functions`` (its
-    ``_run`` calls the compiled code directly from then on) and this call runs it: the outputs
-    are returned. None where the function records."""
-    if not keep_out_of_graph(manager, new_inputs, function_id):
-        return None
-    manager.grace_no_graph_functions.add(function_id)
-    return manager.ids_to_funcs[function_id].model(new_inputs)
 
 
 def recording_config(manager: CUDAGraphTreeManager, function_id: FunctionID) -> contextlib.AbstractContextManager:
