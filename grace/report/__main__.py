@@ -1,4 +1,4 @@
-"""``python -m grace.report figure10|figure11|scg|baseline|tables23|table2|table3|figure9|figure12|replay-map``: figures and tables from a run's rows.
+"""``python -m grace.report figure10|figure11|scg|baseline|tables23|table2|table3|figure9|figure12|replay-map|headline``: figures and tables from a run's rows.
 
 ``figure10``/``figure11`` draw the speedup figures and print the speedups. ``scg`` writes SCG's
 decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
@@ -11,7 +11,9 @@ naming its run; ``--also`` adds later runs' rows, which replace the first run's;
 draws per-iteration time against the number of indirected parameters (``--workloads figure9``).
 ``replay-map`` splits a steady-state call's host time by layer, beside its device time, from a
 run made with ``--layers --gpu-time`` (``replay_map.csv``, ``replay_overhead.csv`` and
-``figures/replay_overhead.png``).
+``figures/replay_overhead.png``). ``headline`` writes the README's table of a single-GPU run:
+PT2-NoCG, PT2-CG and GraCE per workload, GraCE's ratios and geomean (``headline.csv``,
+``headline.md``).
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
 so that ``make figures`` before ``make experiments`` says what to do instead of a traceback.
@@ -29,7 +31,7 @@ from grace.log import get_logger
 from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
 FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "table2", "table3", "figure9", "figure12",
-           "replay-map")
+           "replay-map", "headline")
 # The tables each of tables23, table2 and table3 writes, by file name in --tables-dir.
 TABLE_FILES = {"table2": "table2_cgct_coverage.csv", "table3": "table3_pi_copy_debug.csv"}
 TABLES_OF = {"tables23": ("table2", "table3"), "table2": ("table2",), "table3": ("table3",)}
@@ -107,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.figure == "replay-map":
         return replay_map_report(rows, args)
+    if args.figure == "headline":
+        return headline_report(rows, args)
     if args.figure in TABLES_OF:
         try:
             for spec in args.also:
@@ -151,6 +155,24 @@ def replay_map_report(rows: list[dict], args: argparse.Namespace) -> int:
     print(f"wrote {records_io.write_csv(processed / 'replay_targets.csv', verdicts)}")
     print("the lean replay path's targets (grace.report.replay_targets; over: measured / bound):")
     print(records_io.format_rows(verdicts))
+    return 0
+
+
+def headline_report(rows: list[dict], args: argparse.Namespace) -> int:
+    from grace.report import headline
+    from grace.report import records as records_io
+
+    recs = headline.records(rows)
+    if len(recs) < 2:
+        print("grace.report: no workload of this run has PT2-CG or GraCE rows "
+              "(scripts/run_single_gpu_experiments.sh)", file=sys.stderr)
+        return 2
+    processed = args.processed_dir or args.results_dir / "processed"
+    print(f"wrote {records_io.write_csv(processed / 'headline.csv', recs)}")
+    table = headline.markdown(recs, str(rows[0].get("run_id", "?")))
+    (processed / "headline.md").write_text(table)
+    print(f"wrote {processed / 'headline.md'}")
+    print(table)
     return 0
 
 

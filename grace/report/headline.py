@@ -1,0 +1,95 @@
+"""The headline of a single-GPU run: per workload, PT2-NoCG, PT2-CG and GraCE side by side.
+
+For each workload of the run (``scripts/run_single_gpu_experiments.sh``), in row order: the
+per-iteration medians of the three modes, GraCE over PT2-CG and over the better of the two
+stock modes (ratios of medians, above 1 faster), GraCE's iteration over its device time where
+the run measured it (``--gpu-time``), and the paper's value where its text gives one. A row
+that is not right (a mismatch, an error, a timeout) shows its status instead of numbers; one
+judged against PT2-NoCG because eager is no reference (:mod:`grace.report.judge`) says so.
+The last row is the geometric mean over the workloads whose three modes are all right.
+
+Written by ``python -m grace.report headline`` as ``results/processed/headline.csv`` and
+``headline.md`` (the table the README shows). No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+from grace.report.figures import BASELINE, index_rows, speedup_cell, workloads_in_order
+from grace.report.judge import NOCG_REFERENCE, OK
+
+MODES = ("pt2-nocg", "pt2-cg", "grace")
+COLUMNS = ("workload", "pt2_nocg_us", "pt2_cg_us", "grace_us", "grace_over_pt2_cg", "grace_over_best_stock",
+           "iter_over_device", "status", "paper")
+
+# What the paper's text states per workload (its Figure 10 is a chart): section 5.1.
+PAPER: dict[str, str] = {
+    "XLNET-I": "GraCE 3.36x over PT2-CG",
+    "DALLE2": "PT2-CG 1.9x, GraCE 2.72x over PT2-NoCG",
+    "EOS": "PT2-CG 0.71x of PT2-NoCG",
+    "DR-I": "PT2-CG 0.85x of PT2-NoCG",
+}
+PAPER_GEOMEAN = "GraCE 1.29x over PT2-CG (geomean of 25)"
+
+
+def _median(row: Optional[dict]) -> Optional[float]:
+    return None if row is None or not row.get("iter_us") else row["iter_us"]["median"]
+
+
+def records(rows: Sequence[dict]) -> list[dict[str, Any]]:
+    """One record per workload of the run, then the geomean."""
+    index = index_rows(rows)
+    out = []
+    for workload in workloads_in_order(rows):
+        mine = {m: index.get((workload, m)) for m in MODES}
+        if mine["grace"] is None and mine["pt2-cg"] is None:
+            continue  # a workload of another experiment's modes
+        baseline = mine[BASELINE]
+        cells = {m: speedup_cell(workload, m, r, baseline) for m, r in mine.items() if r is not None}
+        wrong = {m: c.status for m, c in cells.items() if c.status != OK}
+        missing = [m for m in MODES if mine[m] is None]
+        rec: dict[str, Any] = dict.fromkeys(COLUMNS)
+        rec["workload"], rec["paper"] = workload, PAPER.get(workload, "")
+        if wrong or missing:
+            rec["status"] = "; ".join([f"{m}: {s}" for m, s in wrong.items()] + [f"{m}: not run" for m in missing])
+            out.append(rec)
+            continue
+        nocg, cg, grace = (_median(mine[m]) for m in MODES)
+        assert nocg and cg and grace
+        device = (mine["grace"].get("gpu_us") or {}).get("median")
+        rec.update(pt2_nocg_us=round(nocg, 1), pt2_cg_us=round(cg, 1), grace_us=round(grace, 1),
+                   grace_over_pt2_cg=round(cg / grace, 3), grace_over_best_stock=round(min(nocg, cg) / grace, 3),
+                   iter_over_device=round(grace / device, 2) if device else None,
+                   status=NOCG_REFERENCE if any(c.reference == BASELINE for c in cells.values()) else OK)
+        out.append(rec)
+    right = [r for r in out if r["grace_over_pt2_cg"] is not None]
+    geo: dict[str, Any] = dict.fromkeys(COLUMNS)
+    geo.update(workload=f"geomean ({len(right)} of {len(out)})", paper=PAPER_GEOMEAN, status=OK if right else "no data")
+    if right:
+        geo["grace_over_pt2_cg"] = round(_geomean([r["grace_over_pt2_cg"] for r in right]), 3)
+        geo["grace_over_best_stock"] = round(_geomean([r["grace_over_best_stock"] for r in right]), 3)
+    return out + [geo]
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def markdown(recs: Sequence[dict], run_id: str) -> str:
+    """The table as the README shows it, with the run it came from."""
+    head = ("| workload | PT2-NoCG us | PT2-CG us | GraCE us | GraCE / PT2-CG | GraCE / better stock "
+            "| iteration / device | paper |")
+    lines = [f"Run `{run_id}` (per-iteration medians; ratios above 1: GraCE faster).", "", head,
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in recs:
+        if r["grace_us"] is None and r["grace_over_pt2_cg"] is None:
+            lines.append(f"| {r['workload']} | {r['status']} | | | | | | {r['paper']} |")
+            continue
+        formats = (("pt2_nocg_us", "{:,.1f}"), ("pt2_cg_us", "{:,.1f}"), ("grace_us", "{:,.1f}"),
+                   ("grace_over_pt2_cg", "{:.3f}"), ("grace_over_best_stock", "{:.3f}"), ("iter_over_device", "{:.2f}"))
+        shown = ["" if r[k] is None else f.format(r[k]) for k, f in formats]
+        note = " (judged against PT2-NoCG)" if r["status"] == NOCG_REFERENCE else ""
+        lines.append(f"| {r['workload']}{note} | " + " | ".join(shown) + f" | {r['paper']} |")
+    return "\n".join(lines) + "\n"

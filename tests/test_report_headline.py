@@ -1,0 +1,42 @@
+"""The README's headline table from synthetic single-GPU rows (grace.report.headline)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from grace.report.headline import markdown, records
+
+
+def _row(workload: str, mode: str, median: float, status: str = "ok", gpu: Optional[float] = None,
+         errors: Optional[dict[str, float]] = None) -> dict:
+    return {"workload": workload, "mode": mode, "status": status, "iter_us": {"median": median},
+            "samples_us": [median] * 5, "gpu_us": None if gpu is None else {"median": gpu},
+            "check": {"errors_by_sample": errors or {}}, "run_id": "R"}
+
+
+def test_ratios_geomean_and_rows_that_are_not_right() -> None:
+    rows = [_row("A", "pt2-nocg", 300.0), _row("A", "pt2-cg", 200.0), _row("A", "grace", 100.0, gpu=80.0),
+            _row("EOS", "pt2-nocg", 100.0), _row("EOS", "pt2-cg", 140.0), _row("EOS", "grace", 125.0),
+            _row("B", "pt2-nocg", 100.0), _row("B", "pt2-cg", 90.0), _row("B", "grace", 50.0, status="mismatch"),
+            _row("C", "pt2-nocg", 100.0), _row("C", "pt2-cg", 90.0)]
+    recs = {r["workload"]: r for r in records(rows)}
+    a, eos = recs["A"], recs["EOS"]
+    assert (a["grace_over_pt2_cg"], a["grace_over_best_stock"], a["iter_over_device"]) == (2.0, 2.0, 1.25)
+    assert (eos["grace_over_pt2_cg"], eos["grace_over_best_stock"]) == (1.12, 0.8)
+    assert eos["paper"] == "PT2-CG 0.71x of PT2-NoCG"
+    assert recs["B"]["grace_over_pt2_cg"] is None and recs["B"]["status"] == "grace: mismatch"
+    assert recs["C"]["status"] == "grace: not run"
+    geo = records(rows)[-1]
+    assert geo["workload"] == "geomean (2 of 4)"
+    assert geo["grace_over_pt2_cg"] == round((2.0 * 1.12) ** 0.5, 3)
+    table = markdown(records(rows), "R")
+    assert "| B | grace: mismatch |" in table and "| A | 300.0 | 200.0 | 100.0 | 2.000 | 2.000 | 1.25 |" in table
+
+
+def test_a_mismatch_no_further_from_eager_than_pt2_nocg_is_marked_not_dropped() -> None:
+    rows = [_row("VM", "pt2-nocg", 100.0, status="mismatch", errors={"0": 0.2}),
+            _row("VM", "pt2-cg", 80.0, status="mismatch", errors={"0": 0.2}),
+            _row("VM", "grace", 60.0, status="mismatch", errors={"0": 0.21})]
+    (vm, _) = records(rows)
+    assert vm["status"] == "ok against PT2-NoCG" and vm["grace_over_pt2_cg"] == round(80 / 60, 3)
+    assert "VM (judged against PT2-NoCG)" in markdown([vm], "R")
