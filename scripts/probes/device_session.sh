@@ -19,6 +19,9 @@
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
 #        checks of stage 17 on the first GPU
+#   STAGE=23 SRUN=<date>-sweep T=<left> bash .diag/device_session.sh
+#        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
+#        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -30,7 +33,8 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     results/raw/differential/${DRUN:-none} results/raw/differential/latest.txt \
     $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain ) $( [ "$STAGE" = 17 ] || [ "$STAGE" = 21 ] && echo results/raw/harness_check ) \
     $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
-       results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) 2>/dev/null
+       results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) \
+    $( [ "$STAGE" = 23 ] && echo results/raw/single_gpu/${SRUN:-none} ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
 T=$((T - 20))
@@ -144,5 +148,9 @@ case "$STAGE" in
     CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
       bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
     wait
+    ;;
+  23)  # the single-GPU sweep (Figures 10, 11, the README's headline), resumable, a shard on each GPU
+    RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 150 )) bash scripts/run_single_gpu_experiments.sh --gpu-time \
+      > "$OUT/sweep.$STAGE.log" 2>&1
     ;;
 esac
