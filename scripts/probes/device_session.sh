@@ -150,7 +150,11 @@ case "$STAGE" in
     wait
     ;;
   23)  # the single-GPU sweep (Figures 10, 11, the README's headline), resumable, a shard on each GPU
-    RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 150 )) bash scripts/run_single_gpu_experiments.sh --gpu-time \
-      > "$OUT/sweep.$STAGE.log" 2>&1
+    # every mode's worker compiles at once (--compile-together): DALLE2 and TEFD compile for about five minutes a
+    # mode, too long one mode after another in a ten-minute call; the rows' compile times then overlap (Figure 13
+    # wants a run without it)
+    # shellcheck disable=SC2086
+    RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 150 )) bash scripts/run_single_gpu_experiments.sh \
+      ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
     ;;
 esac
