@@ -37,16 +37,9 @@ class Target:
     bound: Callable[[dict[str, dict], dict[str, dict[str, dict]]], Optional[float]]
 
 
-def _host(r: Optional[dict]) -> Optional[float]:
-    return None if r is None or not r.get("host_us") else r["host_us"]["median"]
-
-
-def _iter(r: Optional[dict]) -> Optional[float]:
-    return None if r is None or not r.get("iter_us") else r["iter_us"]["median"]
-
-
-def _device(r: Optional[dict]) -> Optional[float]:
-    return None if r is None or not r.get("gpu_us") else r["gpu_us"]["median"]
+def _median(r: Optional[dict], key: str) -> Optional[float]:
+    """The median of a row's ``host_us``, ``iter_us`` or ``gpu_us`` (None where it has none)."""
+    return None if r is None or not r.get(key) else r[key]["median"]
 
 
 def _scaled(value: Optional[float], factor: float, plus: float = 0.0) -> Optional[float]:
@@ -55,15 +48,17 @@ def _scaled(value: Optional[float], factor: float, plus: float = 0.0) -> Optiona
 
 TARGETS: tuple[Target, ...] = (
     Target("host at most 25 us", ("micro-eos", "micro-ptr-1"),
-           lambda m: _host(m.get(MODE)), lambda m, _: 25.0),
+           lambda m: _median(m.get(MODE), "host_us"), lambda m, _: 25.0),
     Target("host at most 1.3x micro-eos's", ("DNET",),
-           lambda m: _host(m.get(MODE)), lambda m, runs: _scaled(_host(runs.get("micro-eos", {}).get(MODE)), 1.3)),
+           lambda m: _median(m.get(MODE), "host_us"),
+           lambda m, runs: _scaled(_median(runs.get("micro-eos", {}).get(MODE), "host_us"), 1.3)),
     Target("iteration at most 1.05x device + 15 us", ("micro-eos", "micro-mlp16", "ALNET", "EOS", "MMC"),
-           lambda m: _iter(m.get(MODE)), lambda m, _: _scaled(_device(m.get(MODE)), 1.05, 15.0)),
+           lambda m: _median(m.get(MODE), "iter_us"),
+           lambda m, _: _scaled(_median(m.get(MODE), "gpu_us"), 1.05, 15.0)),
     Target("iteration below PT2-NoCG's", ("micro-eos",),
-           lambda m: _iter(m.get(MODE)), lambda m, _: _iter(m.get("pt2-nocg"))),
+           lambda m: _median(m.get(MODE), "iter_us"), lambda m, _: _median(m.get("pt2-nocg"), "iter_us")),
     Target("training host at most half PT2-CG's", ("DR-T", "micro-mlp16-T"),
-           lambda m: _host(m.get(MODE)), lambda m, _: _scaled(_host(m.get("pt2-cg")), 0.5)),
+           lambda m: _median(m.get(MODE), "host_us"), lambda m, _: _scaled(_median(m.get("pt2-cg"), "host_us"), 0.5)),
 )
 
 
