@@ -15,10 +15,10 @@
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
 #        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU
-#   STAGE=21 MRUN=<date>-map PRUN=<date> T=<left> bash .diag/device_session.sh
+#   STAGE=21 MRUN=<date>-map PRUN=<date> [TRUN=<date>-tests TESTS=pi_tree] T=<left> bash .diag/device_session.sh
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
-#        checks of stage 17 on the first GPU
+#        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN
 #   STAGE=23 SRUN=<date>-sweep T=<left> bash .diag/device_session.sh
 #        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
 #        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows
@@ -142,7 +142,15 @@ case "$STAGE" in
     # the first, with PRUN (each benchmark claims its own timing core)
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     if [ -n "${PRUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
-      harness_checks "${G[0]}" &
+      (
+        if [ -n "${TRUN:-}" ]; then  # with TRUN, first the CUDA tests named in TESTS (default: the PI tree's)
+          D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+          for t in ${TESTS:-pi_tree}; do
+            CUDA_VISIBLE_DEVICES=${G[0]} timeout 300 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1
+          done
+        fi
+        harness_checks "${G[0]}"
+      ) &
       G=("${G[@]:1}")
     fi
     CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
