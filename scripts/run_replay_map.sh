@@ -16,6 +16,6 @@ export EXPERIMENT=replay_map
 export WORKLOADS=${WORKLOADS:-replay_map}
 export MODES=${MODES:-pt2-nocg,pt2-cg,grace}
 export RUN_ID=${RUN_ID:-$(date +%Y%m%d-%H%M%S)-$$}
-bash scripts/run_single_gpu_experiments.sh --layers --gpu-time --check-after "$@"
+bash scripts/run_single_gpu_experiments.sh --layers --gpu-time "$@"
 PY=$(bash scripts/python.sh)
 "$PY" -m grace.report replay-map --experiment replay_map --run-id "$RUN_ID"

@@ -449,6 +449,8 @@ def test_failures_become_rows_and_the_run_goes_on(tmp_path: Path, faulty: None) 
     assert "outputs differ from eager" in by_name["test-drift"]["error"]
     assert by_name["test-drift"]["samples_us"], "a mismatch still reports its timings"
     assert by_name["test-hang"]["status"] == "timeout"
+    hang_log = (tmp_path / "raw" / "cpu_test" / "r1" / "logs" / "test-hang.pt2-nocg.log").read_text()
+    assert "faulty_workloads.py" in hang_log and "in inputs" in hang_log, "the stack where it hung"
     assert by_name["test-train"]["status"] == "ok", by_name["test-train"]["error"]
     assert by_name["test-train"]["check"]["checked"] == 4
 
@@ -480,6 +482,99 @@ def test_stop_after_leaves_the_rest_to_resume(tmp_path: Path) -> None:
     assert [t.workload.name for t in pending(targets, modes, out)] == ["micro-mlp16"]
     assert pending(targets, parse_modes("eager,pt2-nocg"), out) == targets, "a missing mode is pending"
 
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_runner_stopped_by_sigterm_leaves_no_worker_behind(tmp_path: Path, faulty: None) -> None:
+    """A deadline's `timeout` sends SIGTERM: the worker must not run on, orphaned, on the GPU."""
+    import signal
+    import time
+
+    code = ("import sys; from pathlib import Path; from grace.bench.runner import Settings, Target, run; "
+            "from grace.bench.modes import parse_modes; from grace.bench.workloads import get; "
+            "import faulty_workloads; "
+            f"run(Settings(experiment='cpu_test', run_id='r3', repeat=2, timeout_s=600, device='cpu', size='tiny', "
+            f"results_dir=Path({str(tmp_path)!r})), [Target(get('test-hang'), 2)], parse_modes('pt2-nocg'))")
+    runner = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline and runner.poll() is None:
+            time.sleep(0.5)
+            workers = _children(runner.pid)
+        assert workers, f"no worker started: {runner.stderr.read() if runner.poll() is not None else ''}"
+        time.sleep(2)  # inside the run, past the signal handler's installation
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(timeout=60)
+        time.sleep(1)
+        assert not [w for w in workers if _alive(w)], "a worker outlived its runner"
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        for w in _children(runner.pid):
+            os.kill(w, signal.SIGKILL)
+
+
+def test_config_options_reach_the_target_and_bad_ones_are_named(tmp_path: Path) -> None:
+    config = tmp_path / "w.txt"
+    config.write_text("micro-eos eos_like micro I 4 release-memory,together=2,first,repeat=20,timeout=600\n"
+                      "micro-mlp2 mlp_2_layers micro I 1\n")
+    heavy, plain = parse_config(config)
+    assert (heavy.release_memory, heavy.together, heavy.first, heavy.repeat, heavy.timeout_s) == (
+        True, 2, True, 20, 600.0)
+    assert (plain.release_memory, plain.together, plain.first, plain.repeat, plain.timeout_s) == (
+        False, None, False, None, None)
+    for bad, message in (("repeat=0", "positive number"), ("together", "unknown option"),
+                         ("release_memory", "unknown option"), ("first,timeout=x", "positive number")):
+        config.write_text(f"micro-eos eos_like micro I 4 {bad}\n")
+        with pytest.raises(ConfigError, match=message) as info:
+            parse_config(config)
+        assert f"{config}:1" in str(info.value)
+
+
+def test_a_targets_line_sets_its_repeat_timeout_memory_release_and_start_waves() -> None:
+    from grace.bench.runner import first_first, settings_for, wave_size
+
+    settings = Settings(experiment="x", run_id="y", repeat=100, timeout_s=420, compile_together=True)
+    wl = get("micro-mlp2")
+    plain, heavy, paired = Target(wl, 1), Target(wl, 1, release_memory=True, repeat=30), Target(
+        wl, 1, release_memory=True, together=3, timeout_s=600, first=True)
+    assert settings_for(settings, plain) == settings
+    adjusted = settings_for(settings, heavy)
+    assert adjusted.repeat == 30 and adjusted.timeout_s == 420 and adjusted.worker.release_memory
+    assert settings.worker.check_after and not adjusted.worker.check_after, "no kept copies where memory is short"
+    assert settings_for(settings, paired).timeout_s == 600
+    assert [wave_size(settings, t, 7) for t in (plain, heavy, paired)] == [7, 1, 3]
+    apart = dataclasses.replace(settings, compile_together=False)
+    assert [wave_size(apart, t, 7) for t in (plain, heavy, paired)] == [1, 1, 3]
+    assert first_first([plain, heavy, paired]) == [paired, plain, heavy]
+    assert shard(first_first([plain, heavy, paired]), 1, 2)[0] is paired, "a first target starts a runner's list"
+
+
+def test_the_suites_heavy_workloads_say_how_they_fit_a_gpu_and_a_call() -> None:
+    """DALLE2 and TEFD compile for minutes: they lead; the memory-bound ones release between chunks."""
+    targets = {t.workload.name: t for t in parse_config(CONFIGS_DIR / "workloads_single_gpu_25.txt")}
+    assert {n for n, t in targets.items() if t.first} >= {"DALLE2", "TEFD"}
+    assert {n for n, t in targets.items() if t.release_memory} >= {"DR-I", "MTCG-T", "BSCG", "XLNET-T"}
 
 
 def test_retry_reruns_a_workload_in_every_mode_when_its_latest_row_failed(tmp_path: Path) -> None:
@@ -673,6 +768,9 @@ def test_worker_options_are_declared_once_for_both_command_lines() -> None:
     chosen = options.WorkerOptions(warmup=3, coverage=2, inner=4, release_memory=True, gpu_time=False)
     assert options.WorkerOptions.from_args(parser.parse_args(chosen.argv())) == chosen
     assert options.WorkerOptions.from_args(parser.parse_args([])) == options.WorkerOptions()
+    between = options.WorkerOptions(check_after=False)
+    assert options.WorkerOptions.from_args(parser.parse_args(between.argv())) == between
+    assert options.WorkerOptions().check_after, "by default no eager check runs between two timed samples"
     assert set(options.FLAGS) == {f.name for f in __import__("dataclasses").fields(options.WorkerOptions)}
     with pytest.raises(ValueError, match="--inner must be at least 1"):
         options.WorkerOptions(inner=0)

@@ -10,7 +10,7 @@ from pathlib import Path
 from grace.bench import options, results
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
-from grace.bench.runner import Settings, pending, run, shard
+from grace.bench.runner import Interrupted, Settings, first_first, pending, run, shard
 from grace.bench.timing_core import CoreClaim, allowed_cores, claim
 from grace.bench.workloads import all_workloads
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             targets = pending(targets, modes, results.run_dir(args.experiment, args.run_id), retry)
         elif args.retry:
             raise ValueError("--retry goes with --resume and the --run-id of the run to finish")
-        targets = shard(targets, *args.shard)
+        targets = shard(first_first(targets), *args.shard)
     except (ConfigError, ValueError) as e:
         print(f"grace.bench: {e}", file=sys.stderr)
         return 2
@@ -157,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
                         stop_after_s=args.stop_after, compile_together=args.compile_together)
     try:
         out_dir = run(settings, targets, modes)
+    except Interrupted as e:
+        print(f"grace.bench: stopped ({e}); its workers are killed, the rows written so far kept "
+              f"(rerun with --resume --run-id {settings.run_id})", file=sys.stderr)
+        return 143
     finally:
         if pinned:
             pinned.release()

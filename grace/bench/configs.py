@@ -1,19 +1,26 @@
-"""Workload lists in ``configs/``: ``short_name  model  suite  mode  batch_size`` per line.
+"""Workload lists in ``configs/``: ``short_name  model  suite  mode  batch_size  [options]`` per line.
 
 ``mode`` is ``I`` (inference) or ``T`` (training), as in the paper's Table 1. Lines starting
 with ``#`` are comments. Every line must name a registered workload and agree with it on
-model, suite and mode; the batch size is the config's to set.
+model, suite and mode; the batch size is the config's to set. ``options``, comma-separated,
+are what the runner does for that workload alone (:class:`grace.bench.runner.Target`):
+``release-memory``, ``together=N`` (mode workers started at once), ``first``, ``repeat=N``,
+``timeout=SECONDS``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from grace.bench.runner import Target
 from grace.bench.workloads import get
 from grace.paths import CONFIGS_DIR
 
 KINDS = {"I": "inference", "T": "training"}
+FLAG_OPTIONS = {"release-memory": "release_memory", "first": "first"}  # option -> Target field
+VALUE_OPTIONS: dict[str, tuple[str, type]] = {"repeat": ("repeat", int), "timeout": ("timeout_s", float),
+                                               "together": ("together", int)}
 
 
 class ConfigError(ValueError):
@@ -28,9 +35,9 @@ def parse_config(path: Path) -> list[Target]:
             continue
         where = f"{path}:{number}"
         fields = line.split()
-        if len(fields) != 5:
-            raise ConfigError(f"{where}: expected 'short_name model suite mode batch_size', got {raw!r}")
-        name, model, suite, kind, batch = fields
+        if len(fields) not in (5, 6):
+            raise ConfigError(f"{where}: expected 'short_name model suite mode batch_size [options]', got {raw!r}")
+        name, model, suite, kind, batch = fields[:5]
         try:
             workload = get(name)
         except KeyError as e:
@@ -43,10 +50,36 @@ def parse_config(path: Path) -> list[Target]:
                               f"{(model, suite, KINDS[kind])}")
         if not batch.isdigit() or int(batch) < 1:
             raise ConfigError(f"{where}: batch size must be a positive integer, got {batch!r}")
-        targets.append(Target(workload, int(batch)))
+        try:
+            adjust = parse_options(fields[5]) if len(fields) == 6 else {}
+        except ValueError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        targets.append(Target(workload, int(batch), **adjust))
     if not targets:
         raise ConfigError(f"{path}: no workloads")
     return targets
+
+
+def parse_options(spec: str) -> dict[str, Any]:
+    """A config line's options column as :class:`Target` fields."""
+    out: dict[str, Any] = {}
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        if key in FLAG_OPTIONS and not value:
+            out[FLAG_OPTIONS[key]] = True
+        elif key in VALUE_OPTIONS and value:
+            field, kind = VALUE_OPTIONS[key]
+            try:
+                number = kind(value)
+            except ValueError:
+                number = 0
+            if number <= 0:
+                raise ValueError(f"option {key} takes a positive number, got {value!r}")
+            out[field] = number
+        else:
+            known = ", ".join([*FLAG_OPTIONS, *(f"{k}=N" for k in VALUE_OPTIONS)])
+            raise ValueError(f"unknown option {item!r} (known: {known})")
+    return out
 
 
 def resolve(spec: str) -> list[Target]:

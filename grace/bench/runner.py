@@ -3,7 +3,8 @@
 For each workload the runner starts one worker per mode, one after another so that their
 compilations do not compete, and waits for each to warm up (``compile_together`` starts them
 all at once instead, for workloads whose compilations would not fit a shard's time one after
-another; their rows say so, since compile times then overlap). Then it runs rounds: in round
+another; their rows say so, since compile times then overlap; a workload's config line can
+start them a few at a time instead, :class:`Target`). Then it runs rounds: in round
 ``r`` every live worker times the same ``chunk`` input samples, the order of modes rotating
 from round to round, so drift (clocks, temperature, other tenants) hits all modes alike and
 the ``r``-th samples of two modes are a fair pair. A worker that crashes, or outlives the
@@ -15,9 +16,11 @@ the timed rounds. Every worker's timing thread runs on the same core once timing
 no mode is luckier than another in where the scheduler puts it. With ``release_memory`` each
 worker returns its cached GPU memory after its chunk and runs one untimed step before the next,
 so that only the timing worker holds its activations: for workloads whose modes do not fit on
-the GPU together. With ``inner`` above 1 a timed sample is the mean of that many iterations run
-back to back on their own inputs, synchronised once: for micro-workloads of a few hundred
-microseconds, where one synchronised iteration is mostly host jitter.
+the GPU together. With ``inner`` above 1 a timed sample is the mean of that many iterations
+run back to back on their own inputs, synchronised once: for micro-workloads of a few hundred
+microseconds, where one synchronised iteration is mostly host jitter. A worker that outlives
+the limit first writes its threads' stacks to its log; a runner stopped by SIGTERM kills the
+workers it started before it exits, so none is left on the GPU beside the next run.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import fcntl
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -39,12 +43,17 @@ from grace.bench import results
 from grace.bench.modes import Mode
 from grace.bench.options import WorkerOptions
 from grace.bench.progress import Progress
+from grace.bench.worker import STACKS_SIGNAL
 from grace.stats import summary
 from grace.bench.workloads import Workload
 from grace.log import get_logger
 from grace.paths import REPO_ROOT
 
 log = get_logger("grace.bench")
+
+
+class Interrupted(Exception):
+    """The runner was asked to stop (SIGTERM): its workers are killed on the way out."""
 
 
 class WorkerFailed(Exception):
@@ -69,10 +78,50 @@ class Settings:
     results_dir: Path = results.RESULTS_DIR
 
 
-@dataclass
+@dataclass(frozen=True)
 class Target:
+    """A workload at a batch size, with what its config line asks of the runner for it alone.
+
+    ``release_memory`` has its workers return cached GPU memory after the warm-up and after
+    each chunk, check each sample's output at once (``check_after`` off), and start
+    ``together`` at a time (one, if not given) even under
+    ``compile_together``: for workloads whose modes do not fit on the GPU together, nor their
+    warm-ups all at once. ``first`` puts it at the head of the list before sharding, so that a
+    call with a deadline starts it first. ``repeat`` and ``timeout_s`` replace the run's for
+    this workload.
+    """
+
     workload: Workload
     batch_size: int
+    release_memory: bool = False
+    together: int | None = None
+    first: bool = False
+    repeat: int | None = None
+    timeout_s: float | None = None
+
+
+def settings_for(settings: Settings, target: Target) -> Settings:
+    """The run's settings as ``target``'s config line adjusts them."""
+    worker = settings.worker
+    if target.release_memory:  # and no copies of a chunk's outputs held for a later check: they would not fit
+        worker = dataclasses.replace(worker, release_memory=True, check_after=False)
+    return dataclasses.replace(settings, worker=worker, repeat=target.repeat or settings.repeat,
+                               timeout_s=target.timeout_s or settings.timeout_s)
+
+
+def wave_size(settings: Settings, target: Target, modes: int) -> int:
+    """How many of ``target``'s mode workers start at once: every one under
+    ``compile_together``, one after another otherwise, unless its config line says."""
+    if target.together:
+        return target.together
+    if settings.compile_together and not target.release_memory:
+        return modes
+    return 1
+
+
+def first_first(targets: list[Target]) -> list[Target]:
+    """``targets`` with those marked ``first`` ahead of the rest, each group in its order."""
+    return [t for t in targets if t.first] + [t for t in targets if not t.first]
 
 
 @dataclass
@@ -105,8 +154,10 @@ class Worker:
             while "\n" not in self.buffer:
                 left = self.deadline - time.monotonic()
                 if left <= 0 or not sel.select(timeout=left):
+                    self.dump_stacks()
                     self.kill()
-                    raise WorkerFailed(f"timeout: exceeded the per-case limit while waiting for '{expected}'")
+                    raise WorkerFailed(f"timeout: exceeded the per-case limit while waiting for '{expected}' "
+                                       f"(its threads' stacks: {self.log_path.name})")
                 chunk = os.read(self.process.stdout.fileno(), 65536).decode()
                 if not chunk:
                     self.process.wait()
@@ -126,6 +177,13 @@ class Worker:
         code = self.process.poll()
         tail = _tail(self.log_path)
         return f"{what} (exit code {code}); log tail: {tail}"
+
+    def dump_stacks(self, wait_s: float = 2.0) -> None:
+        """Have a live worker write every thread's Python stack to its log (the worker registers
+        :data:`STACKS_SIGNAL` with faulthandler), so that a timeout says where it was."""
+        if self.process.poll() is None:
+            self.process.send_signal(STACKS_SIGNAL)
+            time.sleep(wait_s)
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -203,9 +261,27 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
 
 def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: Path,
                scratch: Path, progress: Progress) -> list[dict[str, Any]]:
-    """All modes of one workload; returns their rows (error rows included)."""
+    """All modes of one workload; returns their rows (error rows included). However it ends,
+    an interruption included, no worker it started outlives it."""
+    settings = settings_for(settings, target)
+    started: list[Worker] = []
+    try:
+        return _run_target(settings, target, modes, out_dir, scratch, progress, started)
+    finally:
+        for worker in started:
+            worker.kill()
+
+
+def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: Path,
+                scratch: Path, progress: Progress, started: list[Worker]) -> list[dict[str, Any]]:
     live: list[Worker] = []
     done: list[dict[str, Any]] = []
+
+    def start(mode: Mode) -> Worker:
+        worker = start_worker(settings, target, mode, out_dir, scratch)
+        worker.row["compiled_together"] = wave_size(settings, target, len(modes)) > 1
+        started.append(worker)
+        return worker
 
     def fail(worker: Worker, reason: str) -> None:
         worker.kill()
@@ -224,12 +300,10 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
             fail(worker, str(e))
         progress.advance(note=f"{target.workload.name}: {worker.mode.name} ready")
 
-    if settings.compile_together:
-        for worker in [start_worker(settings, target, mode, out_dir, scratch) for mode in modes]:
+    at_once = wave_size(settings, target, len(modes))
+    for wave in (modes[i:i + at_once] for i in range(0, len(modes), at_once)):
+        for worker in [start(mode) for mode in wave]:
             await_ready(worker)
-    else:
-        for mode in modes:
-            await_ready(start_worker(settings, target, mode, out_dir, scratch))
 
     rounds = _rounds(settings.repeat, settings.chunk)
     with exclusive(settings.timing_lock, target.workload.name):
@@ -260,6 +334,25 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
         live.remove(worker)
     order = {m.name: i for i, m in enumerate(modes)}
     return sorted(done, key=lambda row: order[row["mode"]])
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into :class:`Interrupted` while a run is under way, so that the workers it
+    started are killed on the way out instead of running on, orphaned, on the GPU (a deadline's
+    ``timeout`` sends SIGTERM). Outside the main thread, where no handler can be set, a no-op."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -356,9 +449,10 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
         json.dump(meta, f, indent=2)
     for mode in modes:
         prepare_tree(mode)
-    progress = Progress(len(targets) * (len(modes) + len(_rounds(settings.repeat, settings.chunk))))
+    progress = Progress(sum(len(modes) + len(_rounds(settings_for(settings, t).repeat, settings.chunk))
+                            for t in targets))
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="grace-bench-") as scratch:
+    with stop_on_sigterm(), tempfile.TemporaryDirectory(prefix="grace-bench-") as scratch:
         for n, target in enumerate(targets):
             late = settings.stop_after_s is not None and time.monotonic() - started > settings.stop_after_s
             if n > 0 and late:

@@ -34,8 +34,10 @@ import contextlib
 import copy
 import json
 import logging
+import faulthandler
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -50,6 +52,7 @@ WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
 COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
 MAX_SLEEP_CYCLES = 1 << 27  # gpu_timed's longest head start for the host, about 80 ms
 RNG_SEED_BASE = 7_000_000  # stochastic workloads' per-sample seeds, apart from the weights' seed 0
+STACKS_SIGNAL = signal.SIGUSR1  # on it, every thread's Python stack goes to the log (the runner's timeouts)
 LAYER_WARM_CALLS = 3  # unmeasured calls with the layer clock's wrappers in place before the measured one
 
 
@@ -403,6 +406,8 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
                 check_after=args.check_after)
     with SkipLog() as skips:
         compile_s = case.warm_up(args.warmup)
+    if args.release_memory:
+        case.release_memory()  # room for the next mode's warm-up
     send({"event": "ready", "compile_s": compile_s if case.mode.compiled else None})
     pinned = False
     for line in sys.stdin:
@@ -441,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     options.add_arguments(parser)  # one flag per grace.bench.options.WorkerOptions field
     args = parser.parse_args(argv)
     proto = _protocol_stream()
+    # on the runner's signal before it kills a worker that outlived its limit: every thread's stack, to the log
+    faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
     try:
         serve(args, proto)
     except Exception as e:  # noqa: BLE001 - every failure becomes an error row, with its reason
