@@ -22,6 +22,9 @@
 #   STAGE=23 SRUN=<date>-sweep T=<left> bash .diag/device_session.sh
 #        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
 #        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows
+#   STAGE=25 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
+#        a training step's host time under GraCE split by its per-call parts (the benchmark with --layers; the training
+#        probe per mode), on two GPUs; with SRUN, the sweep goes on over the others
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -38,7 +41,8 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain ) $( [ "$STAGE" = 17 ] || [ "$STAGE" = 21 ] && echo results/raw/harness_check ) \
     $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
        results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) \
-    $( [ "$STAGE" = 23 ] && echo results/raw/single_gpu/${SRUN:-none} ) 2>/dev/null
+    $( [ "$STAGE" = 23 ] || [ "$STAGE" = 25 ] && echo results/raw/single_gpu/${SRUN:-none} ) \
+    $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
 T=$((T - 20))
@@ -170,5 +174,29 @@ case "$STAGE" in
     # shellcheck disable=SC2086
     RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) bash scripts/run_single_gpu_experiments.sh \
       ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+    ;;
+  25)  # a training step's extra host time under GraCE split by its parts: the benchmark with --layers in PT2-CG,
+    # GraCE and GraCE without each per-call part (stale-output guard, gradient copies, lean replay) on the first GPU;
+    # the training probe per mode on the second (scripts/probes/training_host.py); with SRUN, the sweep on the others
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    TM=pt2-cg,grace,grace-no-guard,grace-no-copy-grads,grace-no-lean
+    ( CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 40 )) "$PY" -m grace.bench --workloads micro-mlp16-T,DR-T \
+        --modes $TM --layers --gpu-time --repeat 40 --experiment training_host --run-id "${PRUN}-train" \
+        > "$P/training_host.bench.log" 2>&1
+      "$PY" -m grace.report.paired "results/raw/training_host/${PRUN}-train/rows.jsonl" --baseline pt2-cg \
+        > "$P/training_host.paired.txt" 2>&1 ) &
+    ( for w in micro-mlp16-T DR-T; do
+        for m in ${TM//,/ }; do
+          CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} timeout 150 "$PY" scripts/probes/training_host.py --workload $w \
+            --mode $m > "$P/training_host.$w.$m.txt" 2>&1
+        done
+      done ) &
+    if [ -n "${SRUN:-}" ] && [ ${#G[@]} -gt 2 ]; then
+      # shellcheck disable=SC2086
+      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:2}") RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
+        bash scripts/run_single_gpu_experiments.sh ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+    fi
+    wait
     ;;
 esac
