@@ -24,7 +24,8 @@
 #        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows
 #   STAGE=25 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        a training step's host time under GraCE split by its per-call parts (the benchmark with --layers; the training
-#        probe per mode), on two GPUs; with SRUN, the sweep goes on over the others
+#        probe per mode), and EOS's iteration under GraCE against PT2-NoCG (replay_overhead.py), on two GPUs; with SRUN,
+#        the sweep goes on over the others
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -191,6 +192,12 @@ case "$STAGE" in
           CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} timeout 150 "$PY" scripts/probes/training_host.py --workload $w \
             --mode $m > "$P/training_host.$w.$m.txt" 2>&1
         done
+      done
+      # and EOS, which SCG keeps out of graphs, slower under GraCE than under PT2-NoCG (the replay map: 185 against
+      # 163 us, host and device alike): where the iteration's extra time goes, per mode
+      for m in pt2-nocg grace grace-cgct grace-no-lean; do
+        CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} timeout 150 "$PY" scripts/probes/replay_overhead.py --workload EOS \
+          --mode $m > "$P/replay_overhead.EOS.$m.txt" 2>&1
       done ) &
     if [ -n "${SRUN:-}" ] && [ ${#G[@]} -gt 2 ]; then
       # shellcheck disable=SC2086
