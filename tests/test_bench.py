@@ -456,6 +456,33 @@ def test_failures_become_rows_and_the_run_goes_on(tmp_path: Path, faulty: None) 
 
 
 @pytest.mark.slow
+def test_a_worker_hanging_mid_timing_loses_its_row_only(tmp_path: Path, faulty: None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from grace.bench import runner
+
+    monkeypatch.setattr(runner, "ROUND_FLOOR_S", 5.0)
+    start = time.monotonic()
+    rows = _run(tmp_path, ["test-hang-later"], "pt2-nocg,grace-cgct", repeat=8, timeout=600)
+    by_mode = {r["mode"]: r for r in rows}
+    assert by_mode["pt2-nocg"]["status"] == "ok" and len(by_mode["pt2-nocg"]["samples_us"]) == 8
+    hung = by_mode["grace-cgct"]
+    assert hung["status"] == "timeout" and "a round's limit" in hung["error"], hung["error"]
+    assert time.monotonic() - start < 300, "the phase's limit, not the round's, ended the hang"
+
+
+def test_a_rounds_limit_follows_its_slowest_earlier_round_within_the_phase() -> None:
+    from grace.bench.runner import ROUND_FACTOR, ROUND_FLOOR_S, round_deadline
+
+    assert round_deadline([], 100.0, 500.0) == (500.0, "the per-case limit")
+    assert round_deadline([1.0, 2.0], 100.0, 500.0)[0] == 100.0 + ROUND_FLOOR_S
+    slow = (ROUND_FLOOR_S / ROUND_FACTOR) * 2
+    assert round_deadline([slow], 100.0, 1e6)[0] == pytest.approx(100.0 + ROUND_FACTOR * slow)
+    assert round_deadline([1.0], 450.0, 500.0)[0] == 500.0, "never past the phase's end"
+
+
+@pytest.mark.slow
 def test_stochastic_training_is_checked_with_eager_random_ops_and_shared_seeds(tmp_path: Path, faulty: None) -> None:
     rows = _run(tmp_path, ["test-dropout", "test-dropout-undeclared"], "pt2-nocg")
     by_name = {r["workload"]: r for r in rows}

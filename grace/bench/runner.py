@@ -11,9 +11,10 @@ the ``r``-th samples of two modes are a fair pair. A worker that crashes, or out
 per-case timeout, is killed and becomes an error row with the reason and its log's tail; the
 others go on. Runners that share a GPU (shards run side by side to overlap their compilations)
 pass the same ``timing_lock``: a workload's timed rounds then hold it, so no two shards time at
-once. The limit applies to each phase of a case: compiling and warming up, then
-the timed rounds. Every worker's timing thread runs on the same core once timing starts, so
-no mode is luckier than another in where the scheduler puts it. With ``release_memory`` each
+once. The limit applies to each phase of a case: compiling and warming up, then the timed
+rounds; a timed round also has a limit of its own (:func:`round_deadline`), so that a worker
+hanging mid-timing does not use up the others' time. Every worker's timing thread runs on the
+same core once timing starts, so no mode is luckier than another in where the scheduler puts it. With ``release_memory`` each
 worker returns its cached GPU memory after its chunk and runs one untimed step before the next,
 so that only the timing worker holds its activations: for workloads whose modes do not fit on
 the GPU together. With ``inner`` above 1 a timed sample is the mean of that many iterations
@@ -136,6 +137,8 @@ class Worker:
     samples: list[float] = field(default_factory=list)
     gpu_samples: list[float] = field(default_factory=list)
     layer_samples: list[dict[str, float]] = field(default_factory=list)  # host us per layer, per sample
+    round_s: list[float] = field(default_factory=list)  # seconds each timed round took, request to answer
+    limit: str = "the per-case limit"  # what ``deadline`` is, for a timeout's message
     buffer: str = ""
 
     def send(self, message: dict[str, Any]) -> None:
@@ -156,7 +159,7 @@ class Worker:
                 if left <= 0 or not sel.select(timeout=left):
                     self.dump_stacks()
                     self.kill()
-                    raise WorkerFailed(f"timeout: exceeded the per-case limit while waiting for '{expected}' "
+                    raise WorkerFailed(f"timeout: exceeded {self.limit} while waiting for '{expected}' "
                                        f"(its threads' stacks: {self.log_path.name})")
                 chunk = os.read(self.process.stdout.fileno(), 65536).decode()
                 if not chunk:
@@ -307,14 +310,17 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
 
     rounds = _rounds(settings.repeat, settings.chunk)
     with exclusive(settings.timing_lock, target.workload.name):
-        # The per-case limit applies to each phase: compiling, then timing.
-        for worker in live:
-            worker.deadline = time.monotonic() + settings.timeout_s
+        # The per-case limit applies to each phase: compiling, then timing; within the timing, a
+        # round also has a limit of its own, so that one worker that hangs costs its row only.
+        phase_end = time.monotonic() + settings.timeout_s
         for r, samples in enumerate(rounds):
             for worker in _rotated(list(live), r):
                 try:
+                    begun = time.monotonic()
+                    worker.deadline, worker.limit = round_deadline(worker.round_s, begun, phase_end)
                     worker.send({"cmd": "run", "samples": samples})
                     message = worker.receive("samples")
+                    worker.round_s.append(time.monotonic() - begun)
                     worker.samples.extend(message["us"])
                     worker.gpu_samples.extend(us for us in message.get("gpu_us") or [] if us is not None)
                     worker.layer_samples.extend(message.get("layers_us") or [])
@@ -398,6 +404,24 @@ def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     else:
         row["status"] = "ok"
     return row
+
+
+ROUND_FLOOR_S = 120.0  # a timed round may always take this long
+ROUND_FACTOR = 10.0  # ... or this many times the worker's slowest earlier round
+
+
+def round_deadline(earlier_s: list[float], now: float, phase_end: float) -> tuple[float, str]:
+    """When a worker's timed round must have answered, and what that limit is: the timing
+    phase's end for its first round (which may build a float64 arbiter or meet a recompilation),
+    then :data:`ROUND_FACTOR` times its slowest earlier round, at least :data:`ROUND_FLOOR_S`,
+    never past the phase's end."""
+    if not earlier_s:
+        return phase_end, "the per-case limit"
+    limit = max(ROUND_FLOOR_S, ROUND_FACTOR * max(earlier_s))
+    if now + limit >= phase_end:
+        return phase_end, "the per-case limit"
+    return now + limit, (f"a round's limit ({limit:.0f} s: {ROUND_FACTOR:.0f} times its slowest earlier round, "
+                         f"at least {ROUND_FLOOR_S:.0f} s)")
 
 
 def _rounds(repeat: int, chunk: int) -> list[list[int]]:
