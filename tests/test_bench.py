@@ -404,6 +404,7 @@ def test_run_writes_one_checked_row_per_mode(tmp_path: Path) -> None:
     assert len(nocg["samples_us"]) == 4 and nocg["iter_us"]["p10"] <= nocg["iter_us"]["median"] <= nocg["iter_us"]["p90"]
     assert nocg["check"]["ok"] and nocg["check"]["checked"] == 4
     assert nocg["compile_s"] > 0 and rows[0]["compile_s"] is None
+    assert rows[0]["workload_wall_s"] == nocg["workload_wall_s"] >= nocg["compile_s"], "the workload's wall time"
     assert nocg["pinned_cpu"] == max(os.sched_getaffinity(0))
     for key in ("machine", "versions", "command"):
         assert nocg[key]

@@ -40,3 +40,14 @@ def test_a_mismatch_no_further_from_eager_than_pt2_nocg_is_marked_not_dropped() 
     (vm, _) = records(rows)
     assert vm["status"] == "ok against PT2-NoCG" and vm["grace_over_pt2_cg"] == round(80 / 60, 3)
     assert "VM (judged against PT2-NoCG)" in markdown([vm], "R")
+
+
+def test_the_runs_gpu_hours_sum_each_workloads_latest_wall_time() -> None:
+    from grace.report.headline import one_gpu_hours
+
+    rows = [{**_row("A", m, 1.0), "workload_wall_s": 1800.0} for m in ("pt2-cg", "grace")]
+    rows += [{**_row("A", "pt2-nocg", 1.0), "workload_wall_s": 3600.0},  # a retried workload: its last rows count
+             {**_row("B", "grace", 1.0), "workload_wall_s": 1800.0}, _row("C", "grace", 1.0)]
+    assert one_gpu_hours(rows) == (1.5, 2, 1)
+    table = markdown(records(rows), "R", one_gpu_hours(rows))
+    assert "Its 2 workloads took 1.50 h of GPU time" in table and "1 more ran before" in table

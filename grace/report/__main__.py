@@ -169,7 +169,7 @@ def headline_report(rows: list[dict], args: argparse.Namespace) -> int:
         return 2
     processed = args.processed_dir or args.results_dir / "processed"
     print(f"wrote {records_io.write_csv(processed / 'headline.csv', recs)}")
-    table = headline.markdown(recs, str(rows[0].get("run_id", "?")))
+    table = headline.markdown(recs, str(rows[0].get("run_id", "?")), headline.one_gpu_hours(rows))
     (processed / "headline.md").write_text(table)
     print(f"wrote {processed / 'headline.md'}")
     print(table)

@@ -72,8 +72,20 @@ def records(rows: Sequence[dict]) -> list[dict[str, Any]]:
     return out + [geo]
 
 
-def markdown(recs: Sequence[dict], run_id: str) -> str:
-    """The table as the README shows it, with the run it came from."""
+def one_gpu_hours(rows: Sequence[dict]) -> tuple[float, int, int]:
+    """What the run's workloads took on their GPUs, summed: about what the run takes on one GPU
+    (each workload's wall time, every mode's compilation and timing included, from its latest
+    rows); with the number of workloads counted and of those whose rows predate the field."""
+    latest: dict[str, Optional[float]] = {}
+    for row in rows:
+        latest[row["workload"]] = row.get("workload_wall_s")
+    walls = [w for w in latest.values() if w is not None]
+    return sum(walls) / 3600, len(walls), len(latest) - len(walls)
+
+
+def markdown(recs: Sequence[dict], run_id: str, hours: Optional[tuple[float, int, int]] = None) -> str:
+    """The table as the README shows it, with the run it came from and, given ``hours``
+    (:func:`one_gpu_hours`), what it took."""
     head = ("| workload | PT2-NoCG us | PT2-CG us | GraCE us | GraCE / PT2-CG | GraCE / better stock "
             "| iteration / device | paper |")
     lines = [f"Run `{run_id}` (per-iteration medians; ratios above 1: GraCE faster).", "", head,
@@ -87,4 +99,9 @@ def markdown(recs: Sequence[dict], run_id: str) -> str:
         shown = ["" if r[k] is None else f.format(r[k]) for k, f in formats]
         note = " (judged against PT2-NoCG)" if r["status"] == NOCG_REFERENCE else ""
         lines.append(f"| {r['workload']}{note} | " + " | ".join(shown) + f" | {r['paper']} |")
+    if hours and hours[1]:
+        spent, counted, unknown = hours
+        lines += ["", f"Its {counted} workloads took {spent:.2f} h of GPU time in all (each workload's wall time, "
+                      "every mode's compilation included; about what the run takes on one GPU)"
+                      + (f"; {unknown} more ran before their rows recorded it." if unknown else ".")]
     return "\n".join(lines) + "\n"
