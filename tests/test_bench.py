@@ -564,15 +564,16 @@ def test_a_runner_stopped_by_sigterm_leaves_no_worker_behind(tmp_path: Path, fau
 
 def test_config_options_reach_the_target_and_bad_ones_are_named(tmp_path: Path) -> None:
     config = tmp_path / "w.txt"
-    config.write_text("micro-eos eos_like micro I 4 release-memory,together=2,first,repeat=20,timeout=600\n"
-                      "micro-mlp2 mlp_2_layers micro I 1\n")
+    config.write_text("micro-eos eos_like micro I 4 release-memory,together=2,first,repeat=20,timeout=600,"
+                      "modes=pt2-cg+grace\nmicro-mlp2 mlp_2_layers micro I 1\n")
     heavy, plain = parse_config(config)
-    assert (heavy.release_memory, heavy.together, heavy.first, heavy.repeat, heavy.timeout_s) == (
-        True, 2, True, 20, 600.0)
-    assert (plain.release_memory, plain.together, plain.first, plain.repeat, plain.timeout_s) == (
-        False, None, False, None, None)
+    assert (heavy.release_memory, heavy.together, heavy.first, heavy.repeat, heavy.timeout_s, heavy.modes) == (
+        True, 2, True, 20, 600.0, ("pt2-cg", "grace"))
+    assert (plain.release_memory, plain.together, plain.first, plain.repeat, plain.timeout_s, plain.modes) == (
+        False, None, False, None, None, None)
     for bad, message in (("repeat=0", "positive number"), ("together", "unknown option"),
-                         ("release_memory", "unknown option"), ("first,timeout=x", "positive number")):
+                         ("release_memory", "unknown option"), ("first,timeout=x", "positive number"),
+                         ("modes=pt2-cg,grace", "unknown option"), ("modes=pt2-cg+nope", "unknown mode nope")):
         config.write_text(f"micro-eos eos_like micro I 4 {bad}\n")
         with pytest.raises(ConfigError, match=message) as info:
             parse_config(config)
@@ -603,6 +604,21 @@ def test_the_suites_heavy_workloads_say_how_they_fit_a_gpu_and_a_call() -> None:
     targets = {t.workload.name: t for t in parse_config(CONFIGS_DIR / "workloads_single_gpu_25.txt")}
     assert {n for n, t in targets.items() if t.first} >= {"DALLE2", "TEFD"}
     assert {n for n, t in targets.items() if t.release_memory} >= {"DR-I", "MTCG-T", "BSCG", "XLNET-T"}
+    assert all({"pt2-nocg", "pt2-cg", "grace"} <= set(t.modes) for t in targets.values() if t.modes), \
+        "every workload keeps Figure 10's modes"
+
+
+def test_a_target_with_its_own_modes_is_done_when_those_have_rows(tmp_path: Path) -> None:
+    from grace.bench.runner import modes_for, pending
+
+    modes = parse_modes("eager,pt2-nocg,pt2-cg")
+    narrow, full = Target(get("micro-mlp2"), 1, modes=("pt2-cg", "eager")), Target(get("micro-mlp16"), 1)
+    assert [m.name for m in modes_for(narrow, modes)] == ["eager", "pt2-cg"], "the run's order"
+    assert modes_for(full, modes) == modes
+    (tmp_path / "rows.jsonl").write_text("".join(
+        json.dumps({"workload": w, "mode": m, "status": "ok"}) + "\n"
+        for w, m in [("micro-mlp2", "eager"), ("micro-mlp2", "pt2-cg"), ("micro-mlp16", "eager")]))
+    assert pending([narrow, full], modes, tmp_path) == [full]
 
 
 def test_retry_reruns_a_workload_in_every_mode_when_its_latest_row_failed(tmp_path: Path) -> None:
@@ -669,8 +685,15 @@ def test_pin_cpu_choices(tmp_path, monkeypatch) -> None:
     assert auto is not None and auto.core == allowed[-1] and auto.lock is not None
     auto.release()
     assert parse_pin("none") is None
-    given = parse_pin(str(allowed[0]))
-    assert given is not None and given.core == allowed[0] and given.lock is None
+    given = parse_pin(str(allowed[-1]))
+    assert given is not None and given.core == allowed[-1] and given.lock is not None, "a named core is claimed"
+    if len(allowed) > 1:
+        beside = parse_pin("auto")
+        assert beside is not None and beside.core != given.core, "an auto benchmark beside it times elsewhere"
+        beside.release()
+    again = parse_pin(str(allowed[-1]))
+    assert again is not None and again.core == allowed[-1] and again.lock is None, "named twice: shared, not refused"
+    given.release()
     with pytest.raises(ValueError, match="not a core of this machine"):
         parse_pin("9999")
 

@@ -11,7 +11,7 @@ from grace.bench import options, results
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
 from grace.bench.runner import Interrupted, Settings, first_first, pending, run, shard
-from grace.bench.timing_core import CoreClaim, allowed_cores, claim
+from grace.bench.timing_core import CoreClaim, allowed_cores, claim, hold
 from grace.bench.workloads import all_workloads
 
 # statuses of a row that --retry may run again
@@ -41,7 +41,7 @@ def parse_pin(spec: str) -> CoreClaim | None:
     online = range(os.cpu_count() or 1)
     if not spec.isdigit() or int(spec) not in online:
         raise ValueError(f"--pin-cpu {spec}: not a core of this machine (0-{online[-1]})")
-    return CoreClaim(int(spec), None)
+    return hold(int(spec))
 
 
 def gpu_problem(device: str) -> str | None:

@@ -5,7 +5,7 @@ with ``#`` are comments. Every line must name a registered workload and agree wi
 model, suite and mode; the batch size is the config's to set. ``options``, comma-separated,
 are what the runner does for that workload alone (:class:`grace.bench.runner.Target`):
 ``release-memory``, ``together=N`` (mode workers started at once), ``first``, ``repeat=N``,
-``timeout=SECONDS``.
+``timeout=SECONDS``, ``modes=A+B+...`` (the only modes of a run this workload runs in).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grace.bench.modes import MODES
 from grace.bench.runner import Target
 from grace.bench.workloads import get
 from grace.paths import CONFIGS_DIR
@@ -76,8 +77,14 @@ def parse_options(spec: str) -> dict[str, Any]:
             if number <= 0:
                 raise ValueError(f"option {key} takes a positive number, got {value!r}")
             out[field] = number
+        elif key == "modes" and value:
+            names = tuple(value.split("+"))
+            unknown = [n for n in names if n not in MODES]
+            if unknown:
+                raise ValueError(f"option modes: unknown mode {', '.join(unknown)} (modes are joined by '+')")
+            out["modes"] = names
         else:
-            known = ", ".join([*FLAG_OPTIONS, *(f"{k}=N" for k in VALUE_OPTIONS)])
+            known = ", ".join([*FLAG_OPTIONS, *(f"{k}=N" for k in VALUE_OPTIONS), "modes=A+B"])
             raise ValueError(f"unknown option {item!r} (known: {known})")
     return out
 

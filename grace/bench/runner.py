@@ -89,11 +89,13 @@ class Target:
     ``compile_together``: for workloads whose modes do not fit on the GPU together, nor their
     warm-ups all at once. ``first`` puts it at the head of the list before sharding, so that a
     call with a deadline starts it first. ``repeat`` and ``timeout_s`` replace the run's for
-    this workload.
+    this workload. ``modes``, where given, are the only modes of the run it runs in: for
+    workloads whose CUDA graph pools in every mode would not fit the GPU side by side.
     """
 
     workload: Workload
     batch_size: int
+    modes: tuple[str, ...] | None = None
     release_memory: bool = False
     together: int | None = None
     first: bool = False
@@ -118,6 +120,11 @@ def wave_size(settings: Settings, target: Target, modes: int) -> int:
     if settings.compile_together and not target.release_memory:
         return modes
     return 1
+
+
+def modes_for(target: Target, modes: list[Mode]) -> list[Mode]:
+    """The run's modes that ``target`` runs in, in the run's order."""
+    return modes if target.modes is None else [m for m in modes if m.name in target.modes]
 
 
 def first_first(targets: list[Target]) -> list[Target]:
@@ -477,7 +484,7 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
         json.dump(meta, f, indent=2)
     for mode in modes:
         prepare_tree(mode)
-    progress = Progress(sum(len(modes) + len(_rounds(settings_for(settings, t).repeat, settings.chunk))
+    progress = Progress(sum(len(modes_for(t, modes)) + len(_rounds(settings_for(settings, t).repeat, settings.chunk))
                             for t in targets))
     started = time.monotonic()
     with stop_on_sigterm(), tempfile.TemporaryDirectory(prefix="grace-bench-") as scratch:
@@ -488,7 +495,7 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
                 log.warning("stopping after %.0f s (--stop-after); not started: %s (rerun with --resume)",
                             time.monotonic() - started, left)
                 break
-            for row in run_target(settings, target, modes, out_dir, Path(scratch), progress):
+            for row in run_target(settings, target, modes_for(target, modes), out_dir, Path(scratch), progress):
                 results.append_row(out_dir, row)
     results.mark_latest(settings.experiment, settings.run_id, settings.results_dir)
     return out_dir
@@ -515,7 +522,7 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
         status = latest.get((name, mode.name))
         return status is not None and status not in retry
 
-    todo = [t for t in targets if not all(done(t.workload.name, m) for m in modes)]
+    todo = [t for t in targets if not all(done(t.workload.name, m) for m in modes_for(t, modes))]
     if len(todo) < len(targets):
         log.info("resuming run %s: %d of %d workloads already have rows", out_dir.name,
                  len(targets) - len(todo), len(targets))

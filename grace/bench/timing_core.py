@@ -66,6 +66,26 @@ def claim(allowed: list[int], lock_dir: Path | None = None) -> CoreClaim:
     return CoreClaim(allowed[-1], None)
 
 
+def hold(core: int, lock_dir: Path | None = None) -> CoreClaim:
+    """``core``, as the user named it (``--pin-cpu N``), claimed where no other benchmark holds it,
+    so that an ``auto`` benchmark started beside it picks another; where one does, it is taken
+    anyway, shared, and the log says so."""
+    lock_dir = lock_dir or LOCK_DIR
+    try:
+        lock_dir.mkdir(mode=0o777, parents=True, exist_ok=True)
+        lock = open(lock_dir / f"core{core}.lock", "ab")
+    except OSError as e:
+        log.warning("timing core %d taken without a claim (%s): another benchmark may time on it", core, e)
+        return CoreClaim(core, None)
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        log.warning("timing core %d, as asked, is held by another benchmark on this host: shared", core)
+        return CoreClaim(core, None)
+    return CoreClaim(core, lock)
+
+
 def allowed_cores() -> list[int]:
     """The cores this process may run on, in order (empty where the platform cannot say)."""
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
