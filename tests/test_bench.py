@@ -26,7 +26,8 @@ from grace.bench import check
 from grace.bench.configs import ConfigError, parse_config, resolve
 from grace.bench.modes import MODES, TREE_CACHE, parse_modes, parse_tree
 from grace.bench.options import WorkerOptions
-from grace.bench.runner import Settings, Target, run, shard
+from grace.bench.runner import Settings, run
+from grace.bench.targets import Target, shard
 from grace.bench.workloads import get
 from grace.paths import CONFIGS_DIR, REPO_ROOT
 
@@ -497,7 +498,7 @@ def test_stochastic_training_is_checked_with_eager_random_ops_and_shared_seeds(t
 
 @pytest.mark.slow
 def test_stop_after_leaves_the_rest_to_resume(tmp_path: Path) -> None:
-    from grace.bench.runner import pending
+    from grace.bench.targets import pending
 
     settings = Settings(experiment="cpu_test", run_id="r2", repeat=2, worker=WorkerOptions(warmup=1), chunk=2,
                         timeout_s=240.0,
@@ -537,8 +538,8 @@ def test_a_runner_stopped_by_sigterm_leaves_no_worker_behind(tmp_path: Path, fau
     import signal
     import time
 
-    code = ("import sys; from pathlib import Path; from grace.bench.runner import Settings, Target, run; "
-            "from grace.bench.modes import parse_modes; from grace.bench.workloads import get; "
+    code = ("import sys; from pathlib import Path; from grace.bench.runner import Settings, run; "
+            "from grace.bench.targets import Target; from grace.bench.modes import parse_modes; from grace.bench.workloads import get; "
             "import faulty_workloads; "
             f"run(Settings(experiment='cpu_test', run_id='r3', repeat=2, timeout_s=600, device='cpu', size='tiny', "
             f"results_dir=Path({str(tmp_path)!r})), [Target(get('test-hang'), 2)], parse_modes('pt2-nocg'))")
@@ -581,7 +582,8 @@ def test_config_options_reach_the_target_and_bad_ones_are_named(tmp_path: Path) 
 
 
 def test_a_targets_line_sets_its_repeat_timeout_memory_release_and_start_waves() -> None:
-    from grace.bench.runner import first_first, settings_for, wave_size
+    from grace.bench.runner import settings_for, wave_size
+    from grace.bench.targets import first_first
 
     settings = Settings(experiment="x", run_id="y", repeat=100, timeout_s=420, compile_together=True)
     wl = get("micro-mlp2")
@@ -609,7 +611,7 @@ def test_the_suites_heavy_workloads_say_how_they_fit_a_gpu_and_a_call() -> None:
 
 
 def test_a_target_with_its_own_modes_is_done_when_those_have_rows(tmp_path: Path) -> None:
-    from grace.bench.runner import modes_for, pending
+    from grace.bench.targets import modes_for, pending
 
     modes = parse_modes("eager,pt2-nocg,pt2-cg")
     narrow, full = Target(get("micro-mlp2"), 1, modes=("pt2-cg", "eager")), Target(get("micro-mlp16"), 1)
@@ -622,7 +624,7 @@ def test_a_target_with_its_own_modes_is_done_when_those_have_rows(tmp_path: Path
 
 
 def test_retry_reruns_a_workload_in_every_mode_when_its_latest_row_failed(tmp_path: Path) -> None:
-    from grace.bench.runner import pending
+    from grace.bench.targets import pending
 
     targets = [Target(get(n), 1) for n in ("micro-mlp2", "micro-mlp16")]
     modes = parse_modes("eager,pt2-nocg")

@@ -14,7 +14,8 @@ import torch
 from grace.bench import layers
 from grace.bench.modes import MODES, parse_modes
 from grace.bench.options import WorkerOptions
-from grace.bench.runner import Settings, Target, run
+from grace.bench.runner import Settings, run
+from grace.bench.targets import Target
 from grace.bench.workloads import get
 
 

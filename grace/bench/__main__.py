@@ -10,7 +10,8 @@ from pathlib import Path
 from grace.bench import options, results
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
-from grace.bench.runner import Interrupted, Settings, first_first, pending, run, shard
+from grace.bench.runner import Interrupted, Settings, run
+from grace.bench.targets import first_first, pending, shard
 from grace.bench.timing_core import CoreClaim, allowed_cores, claim, hold
 from grace.bench.workloads import all_workloads
 

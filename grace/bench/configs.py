@@ -3,7 +3,7 @@
 ``mode`` is ``I`` (inference) or ``T`` (training), as in the paper's Table 1. Lines starting
 with ``#`` are comments. Every line must name a registered workload and agree with it on
 model, suite and mode; the batch size is the config's to set. ``options``, comma-separated,
-are what the runner does for that workload alone (:class:`grace.bench.runner.Target`):
+are what the runner does for that workload alone (:class:`grace.bench.targets.Target`):
 ``release-memory``, ``together=N`` (mode workers started at once), ``first``, ``repeat=N``,
 ``timeout=SECONDS``, ``modes=A+B+...`` (the only modes of a run this workload runs in).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from grace.bench.modes import MODES
-from grace.bench.runner import Target
+from grace.bench.targets import Target
 from grace.bench.workloads import get
 from grace.paths import CONFIGS_DIR
 

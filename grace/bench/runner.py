@@ -1,27 +1,28 @@
 """Run workloads in every mode, interleaved, and write one row per (workload, mode).
 
 For each workload the runner starts one worker per mode, one after another so that their
-compilations do not compete, and waits for each to warm up (``compile_together`` starts them
-all at once instead, for workloads whose compilations would not fit a shard's time one after
-another; their rows say so, since compile times then overlap; a workload's config line can
-start them a few at a time instead, :class:`Target`). Then it runs rounds: in round
-``r`` every live worker times the same ``chunk`` input samples, the order of modes rotating
-from round to round, so drift (clocks, temperature, other tenants) hits all modes alike and
-the ``r``-th samples of two modes are a fair pair. A worker that crashes, or outlives the
-per-case timeout, is killed and becomes an error row with the reason and its log's tail; the
-others go on. Runners that share a GPU (shards run side by side to overlap their compilations)
-pass the same ``timing_lock``: a workload's timed rounds then hold it, so no two shards time at
-once. The limit applies to each phase of a case: compiling and warming up, then the timed
-rounds; a timed round also has a limit of its own (:func:`round_deadline`), so that a worker
-hanging mid-timing does not use up the others' time. Every worker's timing thread runs on the
-same core once timing starts, so no mode is luckier than another in where the scheduler puts it. With ``release_memory`` each
-worker returns its cached GPU memory after its chunk and runs one untimed step before the next,
-so that only the timing worker holds its activations: for workloads whose modes do not fit on
-the GPU together. With ``inner`` above 1 a timed sample is the mean of that many iterations
-run back to back on their own inputs, synchronised once: for micro-workloads of a few hundred
-microseconds, where one synchronised iteration is mostly host jitter. A worker that outlives
-the limit first writes its threads' stacks to its log; a runner stopped by SIGTERM kills the
-workers it started before it exits, so none is left on the GPU beside the next run.
+compilations do not compete, and waits for each to warm up (``compile_together`` starts them all
+at once instead, for workloads whose compilations would not fit a shard's time one after
+another; their rows say so, since compile times then overlap; a workload's config line can start
+them a few at a time instead, :class:`grace.bench.targets.Target`). Then it runs rounds: in round ``r`` every live
+worker times the same ``chunk`` input samples, the order of modes rotating from round to round,
+so drift (clocks, temperature, other tenants) hits all modes alike and the ``r``-th samples of
+two modes are a fair pair. A worker that crashes, or outlives the per-case timeout, is killed
+and becomes an error row with the reason and its log's tail; the others go on. Runners that
+share a GPU (shards run side by side to overlap their compilations) pass the same
+``timing_lock``: a workload's timed rounds then hold it, so no two shards time at once. The
+limit applies to each phase of a case: compiling and warming up, then the timed rounds; a timed
+round also has a limit of its own (:func:`round_deadline`), so that a worker hanging mid-timing
+does not use up the others' time. Every worker's timing thread runs on the same core once timing
+starts, so no mode is luckier than another in where the scheduler puts it. With
+``release_memory`` each worker returns its cached GPU memory after its chunk and runs one
+untimed step before the next, so that only the timing worker holds its activations: for
+workloads whose modes do not fit on the GPU together. With ``inner`` above 1 a timed sample is
+the mean of that many iterations run back to back on their own inputs, synchronised once: for
+micro-workloads of a few hundred microseconds, where one synchronised iteration is mostly host
+jitter. A worker that outlives the limit first writes its threads' stacks to its log; a runner
+stopped by SIGTERM kills the workers it started before it exits, so none is left on the GPU
+beside the next run.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ from grace.bench import results
 from grace.bench.modes import Mode
 from grace.bench.options import WorkerOptions
 from grace.bench.progress import Progress
+from grace.bench.targets import Target, modes_for
 from grace.bench.worker import STACKS_SIGNAL
 from grace.stats import summary
-from grace.bench.workloads import Workload
 from grace.log import get_logger
 from grace.paths import REPO_ROOT
 
@@ -79,30 +80,6 @@ class Settings:
     results_dir: Path = results.RESULTS_DIR
 
 
-@dataclass(frozen=True)
-class Target:
-    """A workload at a batch size, with what its config line asks of the runner for it alone.
-
-    ``release_memory`` has its workers return cached GPU memory after the warm-up and after
-    each chunk, check each sample's output at once (``check_after`` off), and start
-    ``together`` at a time (one, if not given) even under
-    ``compile_together``: for workloads whose modes do not fit on the GPU together, nor their
-    warm-ups all at once. ``first`` puts it at the head of the list before sharding, so that a
-    call with a deadline starts it first. ``repeat`` and ``timeout_s`` replace the run's for
-    this workload. ``modes``, where given, are the only modes of the run it runs in: for
-    workloads whose CUDA graph pools in every mode would not fit the GPU side by side.
-    """
-
-    workload: Workload
-    batch_size: int
-    modes: tuple[str, ...] | None = None
-    release_memory: bool = False
-    together: int | None = None
-    first: bool = False
-    repeat: int | None = None
-    timeout_s: float | None = None
-
-
 def settings_for(settings: Settings, target: Target) -> Settings:
     """The run's settings as ``target``'s config line adjusts them."""
     worker = settings.worker
@@ -120,16 +97,6 @@ def wave_size(settings: Settings, target: Target, modes: int) -> int:
     if settings.compile_together and not target.release_memory:
         return modes
     return 1
-
-
-def modes_for(target: Target, modes: list[Mode]) -> list[Mode]:
-    """The run's modes that ``target`` runs in, in the run's order."""
-    return modes if target.modes is None else [m for m in modes if m.name in target.modes]
-
-
-def first_first(targets: list[Target]) -> list[Target]:
-    """``targets`` with those marked ``first`` ahead of the rest, each group in its order."""
-    return [t for t in targets if t.first] + [t for t in targets if not t.first]
 
 
 @dataclass
@@ -447,13 +414,6 @@ def _rotated(items: list[Worker], r: int) -> list[Worker]:
     return items[k:] + items[:k]
 
 
-def shard(targets: list[Target], index: int, count: int) -> list[Target]:
-    """Targets of shard ``index`` (1-based) of ``count``: every count-th, for balance."""
-    if not 1 <= index <= count:
-        raise ValueError(f"--shard {index}/{count}: need 1 <= i <= n")
-    return targets[index - 1::count]
-
-
 def prepare_tree(mode: Mode) -> None:
     """Build the overlay of ``mode``'s tree from its own patch series, in its own cache (the
     autoload hook then serves it to that mode's workers). No-op for the modes of this checkout."""
@@ -499,31 +459,3 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
                 results.append_row(out_dir, row)
     results.mark_latest(settings.experiment, settings.run_id, settings.results_dir)
     return out_dir
-
-
-def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
-            retry: frozenset[str] = frozenset()) -> list[Target]:
-    """The targets that still lack a row for one of ``modes`` in the run, or whose latest row
-    for one of them has a status in ``retry`` (``error``, say, after an out-of-memory kill).
-
-    A retried target runs in every mode again, so that its modes stay measured side by side;
-    its new rows follow the old ones, and readers keep the last row of each (workload, mode).
-    Resuming filters before sharding, so that runners started together split what is left.
-    """
-    path = out_dir / "rows.jsonl"
-    latest: dict[tuple[str, str], str] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                latest[(row["workload"], row["mode"])] = row["status"]
-
-    def done(name: str, mode: Mode) -> bool:
-        status = latest.get((name, mode.name))
-        return status is not None and status not in retry
-
-    todo = [t for t in targets if not all(done(t.workload.name, m) for m in modes_for(t, modes))]
-    if len(todo) < len(targets):
-        log.info("resuming run %s: %d of %d workloads already have rows", out_dir.name,
-                 len(targets) - len(todo), len(targets))
-    return todo

@@ -1,0 +1,87 @@
+"""Which workloads a run runs, in which modes and in what order, and which it still owes.
+
+A :class:`Target` is a workload at a batch size with what its config line asks of the runner
+for it alone (:mod:`grace.bench.configs`); :func:`first_first` and :func:`shard` order and split
+a run's targets among runners started together; :func:`pending` is what a resumed run has left.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from grace.bench.modes import Mode
+from grace.bench.workloads import Workload
+from grace.log import get_logger
+
+log = get_logger("grace.bench")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A workload at a batch size, with what its config line asks of the runner for it alone.
+
+    ``release_memory`` has its workers return cached GPU memory after the warm-up and after each
+    chunk, check each sample's output at once (``check_after`` off), and start ``together`` at a
+    time (one, if not given) even under ``compile_together``: for workloads whose modes do not
+    fit on the GPU together, nor their warm-ups all at once. ``first`` puts it at the head of
+    the list before sharding, so that a call with a deadline starts it first. ``repeat`` and
+    ``timeout_s`` replace the run's for this workload. ``modes``, where given, are the only
+    modes of the run it runs in: for workloads whose CUDA graph pools in every mode would not
+    fit the GPU side by side.
+    """
+
+    workload: Workload
+    batch_size: int
+    modes: tuple[str, ...] | None = None
+    release_memory: bool = False
+    together: int | None = None
+    first: bool = False
+    repeat: int | None = None
+    timeout_s: float | None = None
+
+
+def modes_for(target: Target, modes: list[Mode]) -> list[Mode]:
+    """The run's modes that ``target`` runs in, in the run's order."""
+    return modes if target.modes is None else [m for m in modes if m.name in target.modes]
+
+
+def first_first(targets: list[Target]) -> list[Target]:
+    """``targets`` with those marked ``first`` ahead of the rest, each group in its order."""
+    return [t for t in targets if t.first] + [t for t in targets if not t.first]
+
+
+def shard(targets: list[Target], index: int, count: int) -> list[Target]:
+    """Targets of shard ``index`` (1-based) of ``count``: every count-th, for balance."""
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {index}/{count}: need 1 <= i <= n")
+    return targets[index - 1::count]
+
+
+def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
+            retry: frozenset[str] = frozenset()) -> list[Target]:
+    """The targets that still lack a row for one of ``modes`` in the run, or whose latest row
+    for one of them has a status in ``retry`` (``error``, say, after an out-of-memory kill).
+
+    A retried target runs in every mode again, so that its modes stay measured side by side;
+    its new rows follow the old ones, and readers keep the last row of each (workload, mode).
+    Resuming filters before sharding, so that runners started together split what is left.
+    """
+    path = out_dir / "rows.jsonl"
+    latest: dict[tuple[str, str], str] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                latest[(row["workload"], row["mode"])] = row["status"]
+
+    def done(name: str, mode: Mode) -> bool:
+        status = latest.get((name, mode.name))
+        return status is not None and status not in retry
+
+    todo = [t for t in targets if not all(done(t.workload.name, m) for m in modes_for(t, modes))]
+    if len(todo) < len(targets):
+        log.info("resuming run %s: %d of %d workloads already have rows", out_dir.name,
+                 len(targets) - len(todo), len(targets))
+    return todo
