@@ -198,6 +198,11 @@ case "$STAGE" in
       for m in pt2-nocg grace grace-cgct grace-no-lean; do
         CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} timeout 150 "$PY" scripts/probes/replay_overhead.py --workload EOS \
           --mode $m > "$P/replay_overhead.EOS.$m.txt" 2>&1
+      done
+      # and DNET's tree layer (286 us for one graph of hundreds of inputs): which of the tree's steps grows with them
+      for m in pt2-cg grace; do
+        CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} timeout 200 "$PY" scripts/probes/replay_overhead.py --workload DNET \
+          --mode $m > "$P/replay_overhead.DNET.$m.txt" 2>&1
       done ) &
     if [ -n "${SRUN:-}" ] && [ ${#G[@]} -gt 2 ]; then
       # shellcheck disable=SC2086
