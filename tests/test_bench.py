@@ -420,9 +420,9 @@ def test_compile_together_starts_every_mode_before_waiting_and_release_memory_st
     events: list[tuple[str, str]] = []
     start, receive = runner.start_worker, runner.Worker.receive
 
-    def spy_start(settings: Any, target: Any, mode: Any, *rest: Any) -> Any:
+    def spy_start(settings: Any, target: Any, mode: Any, *rest: Any, **kwargs: Any) -> Any:
         events.append(("start", mode.name))
-        return start(settings, target, mode, *rest)
+        return start(settings, target, mode, *rest, **kwargs)
 
     def spy_receive(self: Any, expected: str) -> Any:
         message = receive(self, expected)

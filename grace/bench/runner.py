@@ -4,18 +4,18 @@ For each workload the runner starts one worker per mode, one after another so th
 compilations do not compete, and waits for each to warm up (``compile_together`` starts them all
 at once instead, for workloads whose compilations would not fit a shard's time one after
 another; their rows say so, since compile times then overlap; a workload's config line can start
-them a few at a time instead, :class:`grace.bench.targets.Target`). Then it runs rounds: in round ``r`` every live
-worker times the same ``chunk`` input samples, the order of modes rotating from round to round,
-so drift (clocks, temperature, other tenants) hits all modes alike and the ``r``-th samples of
-two modes are a fair pair. A worker that crashes, or outlives the per-case timeout, is killed
-and becomes an error row with the reason and its log's tail; the others go on. Runners that
-share a GPU (shards run side by side to overlap their compilations) pass the same
-``timing_lock``: a workload's timed rounds then hold it, so no two shards time at once. The
-limit applies to each phase of a case: compiling and warming up, then the timed rounds; a timed
-round also has a limit of its own (:func:`round_deadline`), so that a worker hanging mid-timing
-does not use up the others' time. Every worker's timing thread runs on the same core once timing
-starts, so no mode is luckier than another in where the scheduler puts it. With
-``release_memory`` each worker returns its cached GPU memory after its chunk and runs one
+them a few at a time instead, :class:`grace.bench.targets.Target`). Then it runs rounds: in
+round ``r`` every live worker times the same ``chunk`` input samples, the order of modes
+rotating from round to round, so drift (clocks, temperature, other tenants) hits all modes alike
+and the ``r``-th samples of two modes are a fair pair. A worker that crashes, or outlives the
+per-case timeout, is killed and becomes an error row with the reason and its log's tail; the
+others go on. Runners that share a GPU (shards run side by side to overlap their compilations)
+pass the same ``timing_lock``: a workload's timed rounds then hold it, so no two shards time at
+once. The limit applies to each phase of a case: compiling and warming up, then the timed
+rounds; a timed round also has a limit of its own (:func:`round_deadline`), so that a worker
+hanging mid-timing does not use up the others' time. Every worker's timing thread runs on the
+same core once timing starts, so no mode is luckier than another in where the scheduler puts it.
+With ``release_memory`` each worker returns its cached GPU memory after its chunk and runs one
 untimed step before the next, so that only the timing worker holds its activations: for
 workloads whose modes do not fit on the GPU together. With ``inner`` above 1 a timed sample is
 the mean of that many iterations run back to back on their own inputs, synchronised once: for
@@ -198,7 +198,7 @@ def worker_env(mode: Mode, cache_root: Path, scg_cache: Path | None = None,
     return env
 
 
-def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
+def base_row(settings: Settings, target: Target, mode: Mode, compiled_together: bool = False) -> dict[str, Any]:
     wl = target.workload
     return {
         "experiment": settings.experiment, "run_id": settings.run_id,
@@ -206,7 +206,7 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
         "batch_size": target.batch_size, "idiom": wl.idiom, "mode": mode.name,
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
         "worker": dataclasses.asdict(settings.worker), "pinned_cpu": settings.pin_cpu,
-        "compiled_together": settings.compile_together, "workload_wall_s": None, "gpu_us": None,
+        "compiled_together": compiled_together, "workload_wall_s": None, "gpu_us": None,
         "gpu_samples_us": None, "layers_us": None, "host_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
@@ -219,7 +219,8 @@ def base_row(settings: Settings, target: Target, mode: Mode) -> dict[str, Any]:
     }
 
 
-def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, scratch: Path) -> Worker:
+def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, scratch: Path,
+                 compiled_together: bool = False) -> Worker:
     log_path = out_dir / "logs" / f"{target.workload.name}.{mode.name}.log"
     cmd = [sys.executable, "-m", "grace.bench.worker", "--workload", target.workload.name,
            "--mode", mode.base or mode.name, "--batch-size", str(target.batch_size),
@@ -233,7 +234,7 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
             env=worker_env(mode, scratch, scg_cache, scg_report), cwd=mode.tree or REPO_ROOT)
     return Worker(mode, process, log_path, time.monotonic() + settings.timeout_s,
-                  base_row(settings, target, mode))
+                  base_row(settings, target, mode, compiled_together))
 
 
 def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: Path,
@@ -258,9 +259,10 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
     live: list[Worker] = []
     done: list[dict[str, Any]] = []
 
+    at_once = wave_size(settings, target, len(modes))
+
     def start(mode: Mode) -> Worker:
-        worker = start_worker(settings, target, mode, out_dir, scratch)
-        worker.row["compiled_together"] = wave_size(settings, target, len(modes)) > 1
+        worker = start_worker(settings, target, mode, out_dir, scratch, compiled_together=at_once > 1)
         started.append(worker)
         return worker
 
@@ -281,7 +283,6 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
             fail(worker, str(e))
         progress.advance(note=f"{target.workload.name}: {worker.mode.name} ready")
 
-    at_once = wave_size(settings, target, len(modes))
     for wave in (modes[i:i + at_once] for i in range(0, len(modes), at_once)):
         for worker in [start(mode) for mode in wave]:
             await_ready(worker)
