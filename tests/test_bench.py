@@ -533,8 +533,10 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_runner_stopped_by_sigterm_leaves_no_worker_behind(tmp_path: Path, faulty: None) -> None:
-    """A deadline's `timeout` sends SIGTERM: the worker must not run on, orphaned, on the GPU."""
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_runner_stopped_leaves_no_worker_behind(tmp_path: Path, faulty: None, stop: str) -> None:
+    """A deadline's `timeout` sends SIGTERM, then SIGKILL: the worker must not run on, orphaned,
+    on the GPU."""
     import signal
     import time
 
@@ -552,7 +554,7 @@ def test_a_runner_stopped_by_sigterm_leaves_no_worker_behind(tmp_path: Path, fau
             workers = _children(runner.pid)
         assert workers, f"no worker started: {runner.stderr.read() if runner.poll() is not None else ''}"
         time.sleep(2)  # inside the run, past the signal handler's installation
-        runner.send_signal(signal.SIGTERM)
+        runner.send_signal(getattr(signal, stop))
         runner.wait(timeout=60)
         time.sleep(1)
         assert not [w for w in workers if _alive(w)], "a worker outlived its runner"

@@ -21,8 +21,8 @@ workloads whose modes do not fit on the GPU together. With ``inner`` above 1 a t
 the mean of that many iterations run back to back on their own inputs, synchronised once: for
 micro-workloads of a few hundred microseconds, where one synchronised iteration is mostly host
 jitter. A worker that outlives the limit first writes its threads' stacks to its log; a runner
-stopped by SIGTERM kills the workers it started before it exits, so none is left on the GPU
-beside the next run.
+stopped by SIGTERM kills the workers it started before it exits, and one killed outright takes
+them with it (the kernel's parent-death signal), so none is left on the GPU beside the next run.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from grace.bench.modes import Mode
 from grace.bench.options import WorkerOptions
 from grace.bench.progress import Progress
 from grace.bench.targets import Target, modes_for
-from grace.bench.worker import STACKS_SIGNAL
+from grace.bench.worker import RUNNER_PID_ENV, STACKS_SIGNAL
 from grace.stats import summary
 from grace.log import get_logger
 from grace.paths import REPO_ROOT
@@ -180,6 +180,7 @@ def worker_env(mode: Mode, cache_root: Path, scg_cache: Path | None = None,
     env = dict(os.environ)
     env.update(mode.env)
     env["PYTHONUNBUFFERED"] = "1"
+    env[RUNNER_PID_ENV] = str(os.getpid())  # the worker dies with this process (worker.die_with_runner)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(mode.tree or REPO_ROOT), env.get("PYTHONPATH")]))
     # One kernel cache per run, with the FX graph and AOT autograd caches off: every worker
     # really lowers and generates its code (so no mode is served a graph another mode compiled;

@@ -434,6 +434,25 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
             raise ValueError(f"unknown command {command!r}")
 
 
+RUNNER_PID_ENV = "GRACE_BENCH_RUNNER_PID"  # the runner that started this worker (grace.bench.runner.worker_env)
+
+
+def die_with_runner() -> None:
+    """Have the kernel kill this worker when the runner that started it dies, however it dies
+    (SIGKILL included), so that no worker runs on, orphaned, on the GPU beside the next run.
+    Linux only; elsewhere, or without the runner's pid, a no-op."""
+    runner = os.environ.get(RUNNER_PID_ENV)
+    if sys.platform != "linux" or not runner:
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL) != 0:
+        return
+    if os.getppid() != int(runner):  # the runner died before the request took
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="one (workload, mode) benchmark worker")
     parser.add_argument("--workload", required=True)
@@ -445,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin-cpu", type=int, required=True, help="core for the timing thread; -1: none")
     options.add_arguments(parser)  # one flag per grace.bench.options.WorkerOptions field
     args = parser.parse_args(argv)
+    die_with_runner()
     proto = _protocol_stream()
     # on the runner's signal before it kills a worker that outlived its limit: every thread's stack, to the log
     faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
