@@ -12,6 +12,8 @@ forward, loss, backward, as the benchmark's worker steps), warms it up, then pri
 - how often, per 100 steady steps, the paths a steady step should not take were taken: the
   tree's full ``_run``, the lean dispatch declining, the liveness check's slow path, the
   stale-output guard's swaps and path ends, the gradient-adoption bookkeeping;
+- under GraCE, the microseconds per step in each of its per-call parts (gradient copies,
+  stale-output guard, hardened liveness check), each timed from outside;
 - the synchronised step's median, in microseconds;
 - the host time of a step by layer (``grace.bench.layers``, as the replay map measures it);
 - a cProfile of steady steps with autograd's backward on the calling thread (otherwise the
@@ -34,6 +36,34 @@ import time
 from typing import Any
 
 SAMPLES = 8  # input samples the steps cycle through
+
+
+class HookTimer:
+    """Microseconds spent in chosen functions (their own calls included), while installed."""
+
+    def __init__(self) -> None:
+        self.ns: collections.Counter[str] = collections.Counter()
+        self._installed: list[tuple[Any, str, Any]] = []
+
+    def time(self, owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+        ns = self.ns
+        clock = time.perf_counter_ns
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                ns[label] += clock() - start
+
+        self._installed.append((owner, name, original))
+        setattr(owner, name, wrapper)
+
+    def remove(self) -> None:
+        for owner, name, original in reversed(self._installed):
+            setattr(owner, name, original)
+        self._installed.clear()
 
 
 class CallCounter:
@@ -111,6 +141,28 @@ def child(workload: str, steps: int, device: str, size: str) -> None:
     counter.remove()
     print("calls per 100 steady steps:", dict(sorted(counter.counts.items())))
     print("parameters:", len(params))
+
+    if os.environ.get("GRACE_DISABLE") != "1":
+        # the time of each of GraCE's per-call parts a training step runs, per step (grace.grad_copies,
+        # grace.stale_outputs, grace.tree_liveness: the guard, the gradient copies, the hardened liveness check)
+        import grace.grad_copies as grad_copies
+        import grace.stale_outputs as stale
+        import grace.tree_liveness as liveness
+
+        hooks = HookTimer()
+        hooks.time(grad_copies.AdoptedGrads, "before_call", "gradient copies: before_call")
+        hooks.time(grad_copies.AdoptedGrads, "noted", "gradient copies: noted")
+        hooks.time(stale.StaleOutputGuard, "path_ends", "stale-output guard: path_ends")
+        hooks.time(stale.StaleOutputGuard, "call_ends", "stale-output guard: call_ends")
+        hooks.time(stale.StaleOutputGuard, "replayed", "stale-output guard: replayed")
+        hooks.time(liveness.CachedOutputLiveness, "__call__", "liveness check")
+        hook_steps = 200
+        for i in range(hook_steps):
+            step(samples[i % SAMPLES])
+        sync()
+        hooks.remove()
+        print("GraCE's per-call parts, us per step (wrappers included):",
+              {k: round(v / 1e3 / hook_steps, 2) for k, v in sorted(hooks.ns.items())})
 
     def synchronised(n: int) -> float:
         times = []
