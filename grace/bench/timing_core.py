@@ -36,6 +36,28 @@ class CoreClaim:
             self.lock = None
 
 
+def _lock(core: int, lock_dir: Path) -> IO[bytes] | None:
+    """``core``'s claim, locked for this process; None where another process holds it."""
+    lock = open(lock_dir / f"core{core}.lock", "ab")
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    return lock
+
+
+def _lock_dir(lock_dir: Path | None, core: int) -> Path | None:
+    """The host-wide folder of claims, made if need be; None (logged) where it cannot be."""
+    lock_dir = lock_dir or LOCK_DIR
+    try:
+        lock_dir.mkdir(mode=0o777, parents=True, exist_ok=True)
+    except OSError as e:
+        log.warning("timing core %d taken without a claim (%s): another benchmark may time on it", core, e)
+        return None
+    return lock_dir
+
+
 def claim(allowed: list[int], lock_dir: Path | None = None) -> CoreClaim:
     """The last core of ``allowed`` that no other benchmark on this host holds, claimed.
 
@@ -44,23 +66,16 @@ def claim(allowed: list[int], lock_dir: Path | None = None) -> CoreClaim:
     log says so."""
     if not allowed:
         raise ValueError("no core is allowed to this process")
-    lock_dir = lock_dir or LOCK_DIR
-    try:
-        lock_dir.mkdir(mode=0o777, parents=True, exist_ok=True)
-    except OSError as e:
-        log.warning("timing core %d taken without a claim (%s): another benchmark may time on it", allowed[-1], e)
+    folder = _lock_dir(lock_dir, allowed[-1])
+    if folder is None:
         return CoreClaim(allowed[-1], None)
     for core in reversed(allowed):
         try:
-            lock = open(lock_dir / f"core{core}.lock", "ab")
+            lock = _lock(core, folder)
         except OSError:
             continue
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
-            continue
-        return CoreClaim(core, lock)
+        if lock is not None:
+            return CoreClaim(core, lock)
     log.warning("every allowed core (%d) is held by another benchmark on this host; timing on core %d, shared",
                 len(allowed), allowed[-1])
     return CoreClaim(allowed[-1], None)
@@ -70,19 +85,14 @@ def hold(core: int, lock_dir: Path | None = None) -> CoreClaim:
     """``core``, as the user named it (``--pin-cpu N``), claimed where no other benchmark holds it,
     so that an ``auto`` benchmark started beside it picks another; where one does, it is taken
     anyway, shared, and the log says so."""
-    lock_dir = lock_dir or LOCK_DIR
+    folder = _lock_dir(lock_dir, core)
     try:
-        lock_dir.mkdir(mode=0o777, parents=True, exist_ok=True)
-        lock = open(lock_dir / f"core{core}.lock", "ab")
+        lock = _lock(core, folder) if folder is not None else None
     except OSError as e:
         log.warning("timing core %d taken without a claim (%s): another benchmark may time on it", core, e)
         return CoreClaim(core, None)
-    try:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
+    if lock is None and folder is not None:
         log.warning("timing core %d, as asked, is held by another benchmark on this host: shared", core)
-        return CoreClaim(core, None)
     return CoreClaim(core, lock)
 
 

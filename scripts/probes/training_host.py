@@ -33,59 +33,52 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 SAMPLES = 8  # input samples the steps cycle through
 
 
-class HookTimer:
-    """Microseconds spent in chosen functions (their own calls included), while installed."""
-
-    def __init__(self) -> None:
-        self.ns: collections.Counter[str] = collections.Counter()
-        self._installed: list[tuple[Any, str, Any]] = []
-
-    def time(self, owner: Any, name: str, label: str) -> None:
-        original = getattr(owner, name)
-        ns = self.ns
-        clock = time.perf_counter_ns
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = clock()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                ns[label] += clock() - start
-
-        self._installed.append((owner, name, original))
-        setattr(owner, name, wrapper)
-
-    def remove(self) -> None:
-        for owner, name, original in reversed(self._installed):
-            setattr(owner, name, original)
-        self._installed.clear()
-
-
-class CallCounter:
-    """Counts calls of chosen functions (and those that returned None) while installed."""
+class Instruments:
+    """Wrappers put on chosen functions while installed: call counts (``count``) and the
+    nanoseconds spent inside (``time``), per label."""
 
     def __init__(self) -> None:
         self.counts: collections.Counter[str] = collections.Counter()
+        self.ns: collections.Counter[str] = collections.Counter()
         self._installed: list[tuple[Any, str, Any]] = []
 
     def count(self, owner: Any, name: str, label: str, none_too: bool = False) -> None:
-        original = getattr(owner, name)
         counts = self.counts
 
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            counts[label] += 1
-            if none_too and result is None:
-                counts[f"{label} (declined)"] += 1
-            return result
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                result = original(*args, **kwargs)
+                counts[label] += 1
+                if none_too and result is None:
+                    counts[f"{label} (declined)"] += 1
+                return result
+            return wrapper
 
+        self._install(owner, name, wrap)
+
+    def time(self, owner: Any, name: str, label: str) -> None:
+        ns, clock = self.ns, time.perf_counter_ns
+
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                start = clock()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    ns[label] += clock() - start
+            return wrapper
+
+        self._install(owner, name, wrap)
+
+    def _install(self, owner: Any, name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        original = getattr(owner, name)
         self._installed.append((owner, name, original))
-        setattr(owner, name, wrapper)
+        setattr(owner, name, wrap(original))
 
     def remove(self) -> None:
         for owner, name, original in reversed(self._installed):
@@ -121,7 +114,7 @@ def child(workload: str, steps: int, device: str, size: str) -> None:
         step(samples[i % SAMPLES])
     sync()
 
-    counter = CallCounter()
+    counter = Instruments()
     counter.count(trees.CUDAGraphTreeManager, "_run", "tree _run")
     counter.count(trees.CUDAGraphTreeManager, "execute_node", "tree execute_node")
     if os.environ.get("GRACE_DISABLE") != "1":
@@ -149,7 +142,7 @@ def child(workload: str, steps: int, device: str, size: str) -> None:
         import grace.stale_outputs as stale
         import grace.tree_liveness as liveness
 
-        hooks = HookTimer()
+        hooks = Instruments()
         hooks.time(grad_copies.AdoptedGrads, "before_call", "gradient copies: before_call")
         hooks.time(grad_copies.AdoptedGrads, "noted", "gradient copies: noted")
         hooks.time(stale.StaleOutputGuard, "path_ends", "stale-output guard: path_ends")
