@@ -7,15 +7,16 @@
 #   RUN_ID=R STOP_AFTER=420 bash scripts/run_single_gpu_experiments.sh   # at most ~10 minutes a call
 #   RUN_ID=R STOP_AFTER=420 bash scripts/run_single_gpu_experiments.sh   # ...again: it resumes
 #
-# A run whose rows.jsonl exists is resumed: workloads with rows for every mode are skipped
-# (`--resume`; RETRY=error,timeout,mismatch reruns those). STOP_AFTER starts no new workload
-# after that many seconds, so one call of a machine lent for ten minutes ends in time; the next
-# call with the same RUN_ID goes on. SHARD=i/n (or SHARDS=n, run one after another) splits the
-# workloads instead. Progress, with the time left, is printed as workloads finish. WORKLOADS=micro
-# runs the eight micro-workloads only (minutes). Extra arguments go to `python -m grace.bench`.
-# On a machine of several GPUs, without SHARD or SHARDS, each visible GPU runs its own shard side
-# by side through scripts/run_sharded.sh (CUDA_VISIBLE_DEVICES picks them; PER_GPU=0 runs one
-# shard after another on the first instead): every workload's modes still interleave on one GPU.
+# A run that has started is resumed: workloads with rows for every mode are skipped, and those
+# an earlier call cut go after the rest (`--resume`; RETRY=error,timeout,mismatch reruns those).
+# STOP_AFTER starts no new workload after that many seconds, so one call of a machine lent for
+# ten minutes ends in time; the next call with the same RUN_ID goes on. SHARD=i/n (or SHARDS=n,
+# run one after another) splits the workloads instead. Progress, with the time left, is printed
+# as workloads finish. WORKLOADS=micro runs the eight micro-workloads only (minutes). Extra
+# arguments go to `python -m grace.bench`. On a machine of several GPUs, without SHARD or
+# SHARDS, each visible GPU runs its own shard side by side through scripts/run_sharded.sh
+# (CUDA_VISIBLE_DEVICES picks them; PER_GPU=0 runs one shard after another on the first
+# instead): every workload's modes still interleave on one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh
@@ -26,10 +27,10 @@ RUN_ID=${RUN_ID:-$(date +%Y%m%d-%H%M%S)-$$}
 EXPERIMENT=${EXPERIMENT:-single_gpu}
 RUN_DIR=results/raw/$EXPERIMENT/$RUN_ID
 resume=()
-if [ -s "$RUN_DIR/rows.jsonl" ]; then
+if [ -s "$RUN_DIR/rows.jsonl" ] || [ -s "$RUN_DIR/attempts.jsonl" ]; then  # rows, or workloads started
   resume=(--resume)
   [ -n "${RETRY:-}" ] && resume+=(--retry "$RETRY")
-  echo "== resuming run $RUN_ID ($(wc -l < "$RUN_DIR/rows.jsonl") rows so far) =="
+  echo "== resuming run $RUN_ID ($(cat "$RUN_DIR/rows.jsonl" 2>/dev/null | wc -l) rows so far) =="
 fi
 stop=()
 [ -n "${STOP_AFTER:-}" ] && stop=(--stop-after "$STOP_AFTER")

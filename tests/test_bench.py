@@ -510,6 +510,8 @@ def test_stop_after_leaves_the_rest_to_resume(tmp_path: Path) -> None:
     assert [r["workload"] for r in rows] == ["micro-mlp2"], "the first workload always starts"
     assert [t.workload.name for t in pending(targets, modes, out)] == ["micro-mlp16"]
     assert pending(targets, parse_modes("eager,pt2-nocg"), out) == targets, "a missing mode is pending"
+    events = [(e["workload"], e["event"]) for e in map(json.loads, (out / "attempts.jsonl").read_text().splitlines())]
+    assert events == [("micro-mlp2", "started"), ("micro-mlp2", "finished")], "a finished workload is not cut"
 
 
 
@@ -610,6 +612,14 @@ def test_the_suites_heavy_workloads_say_how_they_fit_a_gpu_and_a_call() -> None:
     assert {n for n, t in targets.items() if t.release_memory} >= {"DR-I", "MTCG-T", "BSCG", "XLNET-T"}
     assert all({"pt2-nocg", "pt2-cg", "grace"} <= set(t.modes) for t in targets.values() if t.modes), \
         "every workload keeps Figure 10's modes"
+    from grace.bench.runner import wave_size
+    from grace.bench.targets import modes_for
+
+    sweep = parse_modes("eager,pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi,grace-no-lean,grace")
+    xlnet_t = modes_for(targets["XLNET-T"], sweep)
+    size = wave_size(Settings(experiment="x", run_id="y", compile_together=True), targets["XLNET-T"], len(xlnet_t))
+    waves = [[m.name for m in xlnet_t[i:i + size]] for i in range(0, len(xlnet_t), size)]
+    assert waves == [["pt2-nocg", "pt2-cg"], ["grace"]], "GraCE's 44 GB warm-up runs beside no other warm-up"
 
 
 def test_a_target_with_its_own_modes_is_done_when_those_have_rows(tmp_path: Path) -> None:
@@ -639,6 +649,25 @@ def test_retry_reruns_a_workload_in_every_mode_when_its_latest_row_failed(tmp_pa
     assert pending(targets, modes, tmp_path) == [], "without --retry every row counts as done"
     assert names(pending(targets, modes, tmp_path, frozenset({"error"}))) == ["micro-mlp2"]
     assert names(pending(targets, modes, tmp_path, frozenset({"mismatch"}))) == []
+
+
+def test_a_workload_an_earlier_call_cut_runs_after_those_not_yet_tried(tmp_path: Path) -> None:
+    from grace.bench import results
+    from grace.bench.targets import cut_attempts, first_first, pending
+
+    long, other, cut_twice, fresh = (Target(get(n), 1, first=(n == "micro-mlp2"))
+                                     for n in ("micro-mlp2", "micro-mlp16", "micro-eos", "micro-ptr-1"))
+    modes = parse_modes("eager")
+    for name, event in [("micro-mlp2", "started"),  # cut once
+                        ("micro-eos", "started"), ("micro-eos", "started"),  # cut twice
+                        ("micro-mlp16", "started"), ("micro-mlp16", "finished")]:  # retried after an error row
+        results.note_attempt(tmp_path, name, event)
+    (tmp_path / "rows.jsonl").write_text(json.dumps({"workload": "micro-mlp16", "mode": "eager", "status": "error"}) + "\n")
+    assert cut_attempts(tmp_path) == {"micro-mlp2": 1, "micro-eos": 2, "micro-mlp16": 0}
+    todo = pending([long, other, cut_twice, fresh], modes, tmp_path, frozenset({"error"}))
+    assert [t.workload.name for t in todo] == ["micro-mlp16", "micro-ptr-1", "micro-mlp2", "micro-eos"]
+    assert [t.workload.name for t in first_first(todo)][0] == "micro-mlp16", "a cut workload no longer starts a call"
+    assert pending([long], modes, tmp_path / "new") == [long], "a run without attempts: nothing reordered"
 
 
 def test_cli_rejects_retry_without_resume_and_unknown_statuses() -> None:

@@ -1,6 +1,8 @@
 """Where a run's rows go, and what every row says about the machine and the command.
 
 ``results/raw/<experiment>/<run_id>/rows.jsonl`` holds one JSON object per (workload, mode);
+``attempts.jsonl`` a line when a workload starts and one when its rows are written, so that a
+resumed run knows which workloads an earlier call cut (:func:`grace.bench.targets.pending`);
 ``meta.json`` the run's settings; ``logs/`` each worker's stderr. ``latest.txt`` beside the run
 directories names the newest run whose shard(s) finished. Shards of one run share its run_id
 and append to the same ``rows.jsonl``.
@@ -42,6 +44,15 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
     with open(path / "rows.jsonl", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         f.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def note_attempt(path: Path, workload: str, event: str) -> None:
+    """Record that ``workload`` ``started`` or ``finished`` (its rows written) in this run. A
+    start without its finish is a workload whose runner was killed mid-way (a call's deadline)."""
+    with open(path / "attempts.jsonl", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(json.dumps({"workload": workload, "event": event, "pid": os.getpid(),
+                            "at": dt.datetime.now().isoformat(timespec="seconds")}) + "\n")
 
 
 def mark_latest(experiment: str, run_id: str, results: Path = RESULTS_DIR) -> None:

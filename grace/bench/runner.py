@@ -457,7 +457,9 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
                 log.warning("stopping after %.0f s (--stop-after); not started: %s (rerun with --resume)",
                             time.monotonic() - started, left)
                 break
+            results.note_attempt(out_dir, target.workload.name, "started")
             for row in run_target(settings, target, modes_for(target, modes), out_dir, Path(scratch), progress):
                 results.append_row(out_dir, row)
+            results.note_attempt(out_dir, target.workload.name, "finished")
     results.mark_latest(settings.experiment, settings.run_id, settings.results_dir)
     return out_dir

@@ -7,7 +7,9 @@ a run's targets among runners started together; :func:`pending` is what a resume
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +69,9 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
     A retried target runs in every mode again, so that its modes stay measured side by side;
     its new rows follow the old ones, and readers keep the last row of each (workload, mode).
     Resuming filters before sharding, so that runners started together split what is left.
+    Targets that an earlier runner started and never finished (:func:`cut_attempts`: a call's
+    deadline killed it) come after those not yet tried, fewest cuts first, and lose ``first``:
+    a workload too long for a call must not take every call's start from the rest.
     """
     path = out_dir / "rows.jsonl"
     latest: dict[tuple[str, str], str] = {}
@@ -84,4 +89,22 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
     if len(todo) < len(targets):
         log.info("resuming run %s: %d of %d workloads already have rows", out_dir.name,
                  len(targets) - len(todo), len(targets))
-    return todo
+    cuts = cut_attempts(out_dir)
+    cut = sorted((t for t in todo if cuts[t.workload.name]), key=lambda t: cuts[t.workload.name])
+    if cut:
+        log.warning("run %s: cut before their rows in an earlier call, run after the others: %s", out_dir.name,
+                    ", ".join(f"{t.workload.name} ({cuts[t.workload.name]}x)" for t in cut))
+    return [t for t in todo if not cuts[t.workload.name]] + [dataclasses.replace(t, first=False) for t in cut]
+
+
+def cut_attempts(out_dir: Path) -> Counter[str]:
+    """How many times each workload of the run was started and not finished
+    (:func:`grace.bench.results.note_attempt`)."""
+    count: Counter[str] = Counter()
+    path = out_dir / "attempts.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                count[entry["workload"]] += 1 if entry["event"] == "started" else -1
+    return count

@@ -171,7 +171,7 @@ case "$STAGE" in
     # mode, too long one mode after another in a ten-minute call; the rows' compile times then overlap (Figure 13
     # wants a run without it), but for the memory-bound workloads, whose config lines start them a few at a time
     # (configs/workloads_single_gpu_25.txt); those marked first (DALLE2, TEFD, XLNET-T) start a call; no workload
-    # starts in the last four minutes, and a workload cut by the deadline runs again in the next call
+    # starts in the last four minutes, and a workload cut by the deadline runs again after the others
     # shellcheck disable=SC2086
     RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) bash scripts/run_single_gpu_experiments.sh \
       ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
