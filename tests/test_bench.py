@@ -406,6 +406,8 @@ def test_run_writes_one_checked_row_per_mode(tmp_path: Path) -> None:
     assert nocg["check"]["ok"] and nocg["check"]["checked"] == 4
     assert nocg["compile_s"] > 0 and rows[0]["compile_s"] is None
     assert rows[0]["workload_wall_s"] == nocg["workload_wall_s"] >= nocg["compile_s"], "the workload's wall time"
+    assert set(nocg["round_phases_s"]) == {"timed", "check"} and set(rows[0]["round_phases_s"]) == {"timed", "check"}
+    assert 0 < sum(nocg["round_phases_s"].values()) <= nocg["rounds_s"], "the worker's parts lie within its rounds"
     assert nocg["pinned_cpu"] == max(os.sched_getaffinity(0))
     for key in ("machine", "versions", "command"):
         assert nocg[key]

@@ -112,6 +112,7 @@ class Worker:
     gpu_samples: list[float] = field(default_factory=list)
     layer_samples: list[dict[str, float]] = field(default_factory=list)  # host us per layer, per sample
     round_s: list[float] = field(default_factory=list)  # seconds each timed round took, request to answer
+    phase_s: dict[str, float] = field(default_factory=dict)  # the worker's seconds per part of its rounds
     limit: str = "the per-case limit"  # what ``deadline`` is, for a timeout's message
     buffer: str = ""
 
@@ -304,6 +305,8 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
                     worker.samples.extend(message["us"])
                     worker.gpu_samples.extend(us for us in message.get("gpu_us") or [] if us is not None)
                     worker.layer_samples.extend(message.get("layers_us") or [])
+                    for phase, seconds in (message.get("phase_s") or {}).items():
+                        worker.phase_s[phase] = round(worker.phase_s.get(phase, 0.0) + seconds, 3)
                 except WorkerFailed as e:
                     fail(worker, str(e))
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
@@ -368,6 +371,9 @@ def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     for key in SUMMARY_KEYS:
         row[key] = message.get(key)
     row["samples_us"] = worker.samples
+    # where the timed rounds' wall time went: the requests' round trips, and the worker's parts
+    row["rounds_s"] = round(sum(worker.round_s), 1)
+    row["round_phases_s"] = {phase: round(s, 1) for phase, s in worker.phase_s.items()}
     row["iter_us"] = summary(worker.samples)
     if worker.gpu_samples:
         row["gpu_samples_us"] = worker.gpu_samples

@@ -41,6 +41,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from typing import IO, Any, Callable
 
 from grace.bench import check, options
@@ -393,6 +394,22 @@ def _protocol_stream() -> IO[str]:
     return proto
 
 
+class RoundPhases:
+    """Wall seconds of each part of a timed round (the timed samples, their checks, the device
+    timing, the layers), so that a run's rows say where a slow workload's rounds went."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.monotonic() - start, 3)
+
+
 def serve(args: argparse.Namespace, proto: IO[str]) -> None:
     import torch
 
@@ -417,13 +434,22 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
                 # Only this (the timing) thread: compile workers and thread pools stay free.
                 os.sched_setaffinity(0, {args.pin_cpu})
                 pinned = True
+            phases = RoundPhases()
             if args.release_memory:
-                case.untimed_step()  # allocations after the cache was emptied stay off the clock
-            us = [case.timed(s, args.inner) for s in command["samples"]]
-            case.check_kept()
-            gpu_us = [case.gpu_timed(s) for s in command["samples"]] if args.gpu_time and case.cuda else None
-            layers_us = [case.layered(s) for s in command["samples"]] if args.layers else None
-            send({"event": "samples", "us": us, "gpu_us": gpu_us, "layers_us": layers_us})
+                with phases("untimed"):
+                    case.untimed_step()  # allocations after the cache was emptied stay off the clock
+            with phases("timed"):
+                us = [case.timed(s, args.inner) for s in command["samples"]]
+            with phases("check"):
+                case.check_kept()
+            gpu_us = layers_us = None
+            if args.gpu_time and case.cuda:
+                with phases("gpu_time"):
+                    gpu_us = [case.gpu_timed(s) for s in command["samples"]]
+            if args.layers:
+                with phases("layers"):
+                    layers_us = [case.layered(s) for s in command["samples"]]
+            send({"event": "samples", "us": us, "gpu_us": gpu_us, "layers_us": layers_us, "phase_s": phases.seconds})
             if args.release_memory:
                 case.release_memory()
         elif command["cmd"] == "finish":
