@@ -32,6 +32,9 @@ pids=()
 # Each runner leads its own process group (setsid), so that stopping this script stops the
 # runners' workers too instead of leaving them compiling on the GPU.
 trap 'for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done' TERM INT
+# with --resume, what an earlier call cut is read as of now: no runner takes a workload another
+# runner of this call has just started for a cut one (grace.bench.targets.pending)
+started=$(date +%s.%N)
 for ((i = 1; i <= CONCURRENT; i++)); do
   pin=$((NCPU - i))
   gpu=${GPUS[$(( (i - 1) % ${#GPUS[@]} ))]}
@@ -39,7 +42,7 @@ for ((i = 1; i <= CONCURRENT; i++)); do
   CUDA_VISIBLE_DEVICES=$gpu setsid taskset -c "$COMPILE_CORES" "$PY" -m grace.bench --workloads "$WORKLOADS" \
       --modes "$MODES" --experiment "$EXPERIMENT" --run-id "$RUN_ID" --shard "$i/$CONCURRENT" \
       --repeat "${REPEAT:-30}" --warmup "${WARMUP:-3}" --timeout "${TIMEOUT:-420}" \
-      --pin-cpu "$pin" --timing-lock "$RUN_DIR/timing.gpu$gpu.lock" "$@" \
+      --pin-cpu "$pin" --timing-lock "$RUN_DIR/timing.gpu$gpu.lock" --attempts-before "$started" "$@" \
       > "$RUN_DIR/runner.$i.$$.out" 2>&1 &
   pids+=($!)
 done

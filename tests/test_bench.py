@@ -670,6 +670,14 @@ def test_a_workload_an_earlier_call_cut_runs_after_those_not_yet_tried(tmp_path:
     assert [t.workload.name for t in todo] == ["micro-mlp16", "micro-ptr-1", "micro-mlp2", "micro-eos"]
     assert [t.workload.name for t in first_first(todo)][0] == "micro-mlp16", "a cut workload no longer starts a call"
     assert pending([long], modes, tmp_path / "new") == [long], "a run without attempts: nothing reordered"
+    import time
+
+    begun = time.time()  # runners started together: one of them starts micro-ptr-1 at once
+    results.note_attempt(tmp_path, "micro-ptr-1", "started")
+    assert cut_attempts(tmp_path)["micro-ptr-1"] == 1
+    assert cut_attempts(tmp_path, before=begun)["micro-ptr-1"] == 0, "another runner's fresh start is no cut"
+    todo = pending([long, other, cut_twice, fresh], modes, tmp_path, frozenset({"error"}), attempts_before=begun)
+    assert [t.workload.name for t in todo] == ["micro-mlp16", "micro-ptr-1", "micro-mlp2", "micro-eos"]
 
 
 def test_cli_rejects_retry_without_resume_and_unknown_statuses() -> None:

@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry", default="", metavar="STATUSES",
                         help="with --resume, run again (in every mode) the workloads whose latest row for "
                              f"a mode has one of these comma-separated statuses: {', '.join(RETRYABLE)}")
+    parser.add_argument("--attempts-before", type=float, default=None, metavar="EPOCH",
+                        help="with --resume, take only workloads started before this time (seconds since "
+                             "the epoch) and never finished for cut ones: runners started together pass "
+                             "their common start, so that none reads another's fresh start as a cut")
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="start no new workload after this many seconds (finish with --resume)")
     parser.add_argument("--compile-together", action="store_true",
@@ -130,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 raise ValueError(f"--retry: unknown status {', '.join(sorted(unknown))} "
                                  f"(choose from {', '.join(RETRYABLE)})")
-            targets = pending(targets, modes, results.run_dir(args.experiment, args.run_id), retry)
+            targets = pending(targets, modes, results.run_dir(args.experiment, args.run_id), retry,
+                              args.attempts_before)
         elif args.retry:
             raise ValueError("--retry goes with --resume and the --run-id of the run to finish")
         targets = shard(first_first(targets), *args.shard)

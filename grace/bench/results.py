@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ def note_attempt(path: Path, workload: str, event: str) -> None:
     start without its finish is a workload whose runner was killed mid-way (a call's deadline)."""
     with open(path / "attempts.jsonl", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
-        f.write(json.dumps({"workload": workload, "event": event, "pid": os.getpid(),
+        f.write(json.dumps({"workload": workload, "event": event, "pid": os.getpid(), "t": time.time(),
                             "at": dt.datetime.now().isoformat(timespec="seconds")}) + "\n")
 
 

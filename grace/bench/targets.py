@@ -62,7 +62,7 @@ def shard(targets: list[Target], index: int, count: int) -> list[Target]:
 
 
 def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
-            retry: frozenset[str] = frozenset()) -> list[Target]:
+            retry: frozenset[str] = frozenset(), attempts_before: float | None = None) -> list[Target]:
     """The targets that still lack a row for one of ``modes`` in the run, or whose latest row
     for one of them has a status in ``retry`` (``error``, say, after an out-of-memory kill).
 
@@ -71,7 +71,9 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
     Resuming filters before sharding, so that runners started together split what is left.
     Targets that an earlier runner started and never finished (:func:`cut_attempts`: a call's
     deadline killed it) come after those not yet tried, fewest cuts first, and lose ``first``:
-    a workload too long for a call must not take every call's start from the rest.
+    a workload too long for a call must not take every call's start from the rest. Runners
+    started together pass the time they were started as ``attempts_before``, so that none takes
+    a workload another has just started for a cut one.
     """
     path = out_dir / "rows.jsonl"
     latest: dict[tuple[str, str], str] = {}
@@ -89,7 +91,7 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
     if len(todo) < len(targets):
         log.info("resuming run %s: %d of %d workloads already have rows", out_dir.name,
                  len(targets) - len(todo), len(targets))
-    cuts = cut_attempts(out_dir)
+    cuts = cut_attempts(out_dir, attempts_before)
     cut = sorted((t for t in todo if cuts[t.workload.name]), key=lambda t: cuts[t.workload.name])
     if cut:
         log.warning("run %s: cut before their rows in an earlier call, run after the others: %s", out_dir.name,
@@ -97,14 +99,16 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
     return [t for t in todo if not cuts[t.workload.name]] + [dataclasses.replace(t, first=False) for t in cut]
 
 
-def cut_attempts(out_dir: Path) -> Counter[str]:
+def cut_attempts(out_dir: Path, before: float | None = None) -> Counter[str]:
     """How many times each workload of the run was started and not finished
-    (:func:`grace.bench.results.note_attempt`)."""
+    (:func:`grace.bench.results.note_attempt`), counting only what was noted before ``before``
+    (seconds since the epoch; None: everything)."""
     count: Counter[str] = Counter()
     path = out_dir / "attempts.jsonl"
     if path.is_file():
         for line in path.read_text().splitlines():
             if line.strip():
                 entry = json.loads(line)
-                count[entry["workload"]] += 1 if entry["event"] == "started" else -1
+                if before is None or entry.get("t", 0.0) < before:
+                    count[entry["workload"]] += 1 if entry["event"] == "started" else -1
     return count
