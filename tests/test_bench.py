@@ -680,6 +680,24 @@ def test_a_workload_an_earlier_call_cut_runs_after_those_not_yet_tried(tmp_path:
     assert [t.workload.name for t in todo] == ["micro-mlp16", "micro-ptr-1", "micro-mlp2", "micro-eos"]
 
 
+def test_a_runner_killed_mid_workload_leaves_it_cut_for_the_next_call(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from grace.bench import runner
+    from grace.bench.targets import first_first, pending
+
+    def killed(settings, target, *args, **kwargs):  # the call's deadline, mid-way through its first workload
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_target", killed)
+    settings = Settings(experiment="cpu_test", run_id="cut", repeat=2, device="cpu", size="tiny", results_dir=tmp_path)
+    targets = [Target(get("micro-mlp2"), 1, first=True), Target(get("micro-mlp16"), 1)]
+    with pytest.raises(KeyboardInterrupt):
+        run(settings, targets, parse_modes("eager"))
+    out = tmp_path / "raw" / "cpu_test" / "cut"
+    todo = first_first(pending(targets, parse_modes("eager"), out))
+    assert [t.workload.name for t in todo] == ["micro-mlp16", "micro-mlp2"], "the cut one runs after the rest"
+
+
 def test_cli_rejects_retry_without_resume_and_unknown_statuses() -> None:
     from grace.bench.__main__ import main
 
