@@ -5,7 +5,8 @@ with ``#`` are comments. Every line must name a registered workload and agree wi
 model, suite and mode; the batch size is the config's to set. ``options``, comma-separated,
 are what the runner does for that workload alone (:class:`grace.bench.targets.Target`):
 ``release-memory``, ``together=N`` (mode workers started at once), ``first``, ``repeat=N``,
-``timeout=SECONDS``, ``modes=A+B+...`` (the only modes of a run this workload runs in).
+``timeout=SECONDS``, ``inputs=K`` (timed samples cycle over K inputs), ``modes=A+B+...`` (the
+only modes of a run this workload runs in).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from grace.paths import CONFIGS_DIR
 KINDS = {"I": "inference", "T": "training"}
 FLAG_OPTIONS = {"release-memory": "release_memory", "first": "first"}  # option -> Target field
 VALUE_OPTIONS: dict[str, tuple[str, type]] = {"repeat": ("repeat", int), "timeout": ("timeout_s", float),
-                                               "together": ("together", int)}
+                                               "together": ("together", int), "inputs": ("inputs", int)}
 
 
 class ConfigError(ValueError):

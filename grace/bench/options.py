@@ -23,10 +23,12 @@ class WorkerOptions:
     gpu_time: bool = False  # after each timed sample, one more iteration's device time alone
     check_after: bool = True  # outputs kept and checked after a chunk's samples, not between them
     layers: bool = False  # after each timed sample, one more iteration's host time split by layer
+    distinct_inputs: int = 0  # timed samples cycle over this many inputs, warmed up first (0: each its own)
 
     def __post_init__(self) -> None:
-        if self.warmup < 0 or self.coverage < 0:
-            raise ValueError(f"warmup and coverage must be at least 0; got {self.warmup} and {self.coverage}")
+        if self.warmup < 0 or self.coverage < 0 or self.distinct_inputs < 0:
+            raise ValueError(f"warmup, coverage and distinct inputs must be at least 0; got {self.warmup}, "
+                             f"{self.coverage} and {self.distinct_inputs}")
         if self.inner < 1:
             raise ValueError(f"--inner must be at least 1, not {self.inner}")
 
@@ -64,6 +66,10 @@ FLAGS: dict[str, str] = {
     "layers": "after each timed sample, time one more iteration with a clock at each layer's entry (Dynamo, "
               "AOTAutograd, Inductor's output code, the CUDA graph tree, the node's replay, PI, the launch): the "
               "rows' layers_us and host_us (grace.bench.layers)",
+    "distinct_inputs": "timed samples cycle over this many inputs, each of which the warm-up runs three times "
+                       "first, as TorchBench times one example input over and over (for workloads whose shapes "
+                       "follow their data: every new input would record new graphs on the clock); 0: every "
+                       "sample its own input",
     "check_after": "keep a copy of each timed sample's output and check them all after the chunk's samples are "
                    "timed, so that no eager forward runs between two timed samples: one between them cost "
                    "ALNET's next call 12%% under PT2-CG, caches cold (the copies stay on the device: off for "

@@ -85,6 +85,8 @@ def settings_for(settings: Settings, target: Target) -> Settings:
     worker = settings.worker
     if target.release_memory:  # and no copies of a chunk's outputs held for a later check: they would not fit
         worker = dataclasses.replace(worker, release_memory=True, check_after=False)
+    if target.inputs:
+        worker = dataclasses.replace(worker, distinct_inputs=target.inputs)
     return dataclasses.replace(settings, worker=worker, repeat=target.repeat or settings.repeat,
                                timeout_s=target.timeout_s or settings.timeout_s)
 

@@ -29,9 +29,10 @@ class Target:
     time (one, if not given) even under ``compile_together``: for workloads whose modes do not
     fit on the GPU together, nor their warm-ups all at once. ``first`` puts it at the head of
     the list before sharding, so that a call with a deadline starts it first. ``repeat`` and
-    ``timeout_s`` replace the run's for this workload. ``modes``, where given, are the only
-    modes of the run it runs in: for workloads whose CUDA graph pools in every mode would not
-    fit the GPU side by side.
+    ``timeout_s`` replace the run's for this workload. ``inputs`` has its timed samples cycle
+    over that many inputs, which the warm-up runs first (:class:`grace.bench.options.WorkerOptions`
+    ``distinct_inputs``). ``modes``, where given, are the only modes of the run it runs in: for
+    workloads whose CUDA graph pools in every mode would not fit the GPU side by side.
     """
 
     workload: Workload
@@ -42,6 +43,7 @@ class Target:
     first: bool = False
     repeat: int | None = None
     timeout_s: float | None = None
+    inputs: int | None = None
 
 
 def modes_for(target: Target, modes: list[Mode]) -> list[Mode]:

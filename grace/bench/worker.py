@@ -103,7 +103,7 @@ class Case:
     """A workload compiled in one mode, with an eager twin for checking outputs."""
 
     def __init__(self, workload: Workload, mode: Mode, device: str, batch_size: int, size: str,
-                 check_after: bool = False):
+                 check_after: bool = False, distinct_inputs: int = 0):
         import torch
 
         self.workload, self.mode, self.device, self.batch, self.size = workload, mode, device, batch_size, size
@@ -131,6 +131,7 @@ class Case:
         self._last_gpu_inputs: tuple = ()  # held until the next gpu_timed call has made its own
         self.check_after = check_after
         self._unchecked: list[tuple[int, Any]] = []  # (sample, kept output), with check_after
+        self.distinct_inputs = distinct_inputs  # timed samples' inputs cycle over this many (0: each its own)
 
     def sync(self) -> None:
         if self.cuda:
@@ -160,21 +161,32 @@ class Case:
             torch.manual_seed(RNG_SEED_BASE + sample)
 
     def inputs(self, sample: int) -> tuple:
+        if self.distinct_inputs:
+            sample %= self.distinct_inputs
         return self.workload.inputs(self.model, sample, self.device, self.batch, self.size)
+
+    def warm_up_samples(self, iterations: int) -> list[int]:
+        """The warm-up's samples: inputs no timed sample uses, or, where timed samples cycle over
+        a few inputs, each of those three times (a CUDA graph tree warms a new shape up, records
+        it, then replays it), and at least ``iterations`` in all."""
+        if not self.distinct_inputs:
+            return [WARMUP_SAMPLE_BASE + i for i in range(iterations)]
+        return [i % self.distinct_inputs for i in range(max(iterations, 3 * self.distinct_inputs))]
 
     def warm_up(self, iterations: int) -> float:
         """Run the warm-up; seconds from the first call's start to the last one's end."""
         self.sync()
         start = time.perf_counter()
-        for i in range(iterations):
-            self.seed(WARMUP_SAMPLE_BASE + i)
-            self.step(self.fn, self.model, self.inputs(WARMUP_SAMPLE_BASE + i))
+        for sample in self.warm_up_samples(iterations):
+            self.seed(sample)
+            self.step(self.fn, self.model, self.inputs(sample))
         self.sync()
         return time.perf_counter() - start
 
     def untimed_step(self) -> None:
-        self.seed(WARMUP_SAMPLE_BASE)
-        self.step(self.fn, self.model, self.inputs(WARMUP_SAMPLE_BASE))
+        sample = self.warm_up_samples(1)[0]
+        self.seed(sample)
+        self.step(self.fn, self.model, self.inputs(sample))
         self.sync()
 
     def release_memory(self) -> None:
@@ -420,7 +432,7 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is visible to torch in the worker")
     case = Case(get(args.workload), MODES[args.mode], args.device, args.batch_size, args.size,
-                check_after=args.check_after)
+                check_after=args.check_after, distinct_inputs=args.distinct_inputs)
     with SkipLog() as skips:
         compile_s = case.warm_up(args.warmup)
     if args.release_memory:
