@@ -54,5 +54,7 @@ else
         --shard "$s" --repeat "${REPEAT:-100}" --timeout "${TIMEOUT:-420}" "${resume[@]}" "${stop[@]}" "$@" || status=$?
   done
 fi
+# what the run has left, per workload: done, failed modes, cut by a call's deadline, not started
+"$PY" -m grace.bench.status --experiment "$EXPERIMENT" --run-id "$RUN_ID" --workloads "$WORKLOADS" --modes "$MODES" || true
 echo "results: $RUN_DIR/rows.jsonl (run again with RUN_ID=$RUN_ID to resume)"
 exit "$status"

@@ -941,3 +941,30 @@ def test_figure_11s_bars_add_one_optimization_at_a_time() -> None:
             ("grace-cgct", "grace-cgct-pi", "grace-no-lean", "grace")}
     assert lean == {"grace-cgct": "0", "grace-cgct-pi": "0", "grace-no-lean": "0", "grace": None}
     assert MODES["grace-no-lean"].env == {**MODES["grace"].env, "GRACE_LEAN_REPLAY": "0"}
+
+
+def test_status_says_per_workload_what_a_resumable_run_has_left(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from grace.bench import results
+    from grace.bench.status import main, statuses
+
+    out = tmp_path / "raw" / "single_gpu" / "r"
+    out.mkdir(parents=True)
+    rows = [("micro-mlp2", "eager", "ok"), ("micro-mlp2", "pt2-nocg", "ok"),
+            ("micro-mlp16", "eager", "ok"), ("micro-mlp16", "pt2-nocg", "timeout")]
+    (out / "rows.jsonl").write_text("".join(
+        json.dumps({"workload": w, "mode": m, "status": st, "workload_wall_s": 1800.0}) + "\n" for w, m, st in rows))
+    for event in ("started", "finished"):
+        results.note_attempt(out, "micro-mlp2", event)
+    results.note_attempt(out, "micro-eos", "started")  # cut twice
+    results.note_attempt(out, "micro-eos", "started")
+    targets = [Target(get(n), 1) for n in ("micro-mlp2", "micro-mlp16", "micro-eos", "micro-ptr-1")]
+    found = statuses(targets, parse_modes("eager,pt2-nocg"), out)
+    assert [(s.workload, s.state, s.detail) for s in found] == [
+        ("micro-mlp2", "done", ""), ("micro-mlp16", "failed", "pt2-nocg: timeout"),
+        ("micro-eos", "cut", "2x"), ("micro-ptr-1", "not started", "")]
+    assert main(["--run-id", "r", "--results-dir", str(tmp_path), "--workloads",
+                 "micro-mlp2,micro-mlp16,micro-eos,micro-ptr-1", "--modes", "eager,pt2-nocg"]) == 0
+    assert "2 of 4 workloads have rows (1 with failed modes), 1 cut by a call's deadline, 1 not started; " \
+           "the finished ones took 1.00 GPU-hours" in capsys.readouterr().out
+    assert main(["--run-id", "nope", "--results-dir", str(tmp_path)]) == 2

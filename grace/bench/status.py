@@ -1,0 +1,104 @@
+"""Where a resumable run stands: per workload, its rows, the calls that cut it, or nothing yet.
+
+A sweep of the 25 workloads takes many ten-minute calls (``scripts/run_single_gpu_experiments.sh``
+with ``STOP_AFTER``), and what each call left is spread over ``rows.jsonl`` and
+``attempts.jsonl``. ``python -m grace.bench.status --run-id R`` reads both the way
+``--resume`` does (:func:`grace.bench.targets.pending`) and says, for each workload of the run's
+list, one of:
+
+- ``done``: a row for every mode it runs in, each ``ok``;
+- ``done, N failed``: a row for every mode, some of them ``error``, ``timeout`` or
+  ``mismatch`` (named; ``--retry`` runs them again);
+- ``cut Nx``: started N times and never finished (a call's deadline), run after the others;
+- ``not started``.
+
+It ends with the counts and the GPU time the finished workloads took (``workload_wall_s``,
+their compilation and timing in all modes): what is left, and about how long the rest takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from grace.bench.configs import ConfigError, resolve
+from grace.bench.modes import DEFAULT_MODES, Mode, parse_modes
+from grace.bench.targets import Target, cut_attempts, modes_for
+from grace.paths import RESULTS_DIR
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """One workload's standing in a run."""
+
+    workload: str
+    state: str  # done | failed | cut | not started
+    detail: str  # the failed modes' statuses, or how many times it was cut
+    wall_s: float | None  # its finished rows' workload_wall_s
+
+
+def statuses(targets: list[Target], modes: list[Mode], out_dir: Path) -> list[WorkloadStatus]:
+    """Each target's standing in the run at ``out_dir``, in the list's order."""
+    latest: dict[tuple[str, str], dict] = {}
+    path = out_dir / "rows.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                latest[(row["workload"], row["mode"])] = row
+    cuts = cut_attempts(out_dir)
+    out = []
+    for target in targets:
+        name = target.workload.name
+        rows = [latest.get((name, m.name)) for m in modes_for(target, modes)]
+        if rows and all(rows):
+            failed = [f"{r['mode']}: {r['status']}" for r in rows if r["status"] != "ok"]
+            wall = max((r.get("workload_wall_s") or 0.0 for r in rows), default=0.0) or None
+            out.append(WorkloadStatus(name, "failed" if failed else "done", ", ".join(failed), wall))
+        elif cuts[name] > 0:
+            out.append(WorkloadStatus(name, "cut", f"{cuts[name]}x", None))
+        else:
+            out.append(WorkloadStatus(name, "not started", "", None))
+    return out
+
+
+def report(found: list[WorkloadStatus], run: str) -> str:
+    """The table and its summary, as printed."""
+    lines = [f"{'workload':<14} {'state':<12} {'wall s':>8}  detail"]
+    for s in found:
+        wall = f"{s.wall_s:,.0f}" if s.wall_s is not None else ""
+        lines.append(f"{s.workload:<14} {s.state:<12} {wall:>8}  {s.detail}")
+    count = {state: sum(s.state == state for s in found) for state in ("done", "failed", "cut", "not started")}
+    hours = sum(s.wall_s or 0.0 for s in found) / 3600
+    lines.append(f"run {run}: {count['done'] + count['failed']} of {len(found)} workloads have rows "
+                 f"({count['failed']} with failed modes), {count['cut']} cut by a call's deadline, "
+                 f"{count['not started']} not started; the finished ones took {hours:.2f} GPU-hours")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grace.bench.status", description=__doc__.splitlines()[0])
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--experiment", default="single_gpu")
+    parser.add_argument("--workloads", default="single_gpu_25", help="the run's --workloads (default: %(default)s)")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="the run's --modes (default: the sweep's)")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args(argv)
+    out_dir = args.results_dir / "raw" / args.experiment / args.run_id
+    if not out_dir.is_dir():
+        print(f"grace.bench.status: no run {args.run_id} in {out_dir.parent}", file=sys.stderr)
+        return 2
+    try:
+        targets, modes = resolve(args.workloads), parse_modes(args.modes)
+    except (ConfigError, ValueError) as e:
+        print(f"grace.bench.status: {e}", file=sys.stderr)
+        return 2
+    print(report(statuses(targets, modes, out_dir), args.run_id))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
