@@ -72,10 +72,13 @@ def report(found: list[WorkloadStatus], run: str) -> str:
         wall = f"{s.wall_s:,.0f}" if s.wall_s is not None else ""
         lines.append(f"{s.workload:<14} {s.state:<12} {wall:>8}  {s.detail}")
     count = {state: sum(s.state == state for s in found) for state in ("done", "failed", "cut", "not started")}
-    hours = sum(s.wall_s or 0.0 for s in found) / 3600
+    timed = [s.wall_s for s in found if s.wall_s is not None]
+    took = (f"the finished ones took {sum(timed) / 3600:.2f} GPU-hours" +
+            (f" ({len(timed)} of them timed)" if len(timed) < count["done"] + count["failed"] else "")
+            if timed else "no finished one's wall time recorded")
     lines.append(f"run {run}: {count['done'] + count['failed']} of {len(found)} workloads have rows "
                  f"({count['failed']} with failed modes), {count['cut']} cut by a call's deadline, "
-                 f"{count['not started']} not started; the finished ones took {hours:.2f} GPU-hours")
+                 f"{count['not started']} not started; {took}")
     return "\n".join(lines)
 
 
