@@ -374,8 +374,8 @@ def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
         row[key] = message.get(key)
     row["samples_us"] = worker.samples
     # where the timed rounds' wall time went: the requests' round trips, and the worker's parts
-    row["rounds_s"] = round(sum(worker.round_s), 1)
-    row["round_phases_s"] = {phase: round(s, 1) for phase, s in worker.phase_s.items()}
+    row["rounds_s"] = round(sum(worker.round_s), 3)
+    row["round_phases_s"] = {phase: round(s, 3) for phase, s in worker.phase_s.items()}
     row["iter_us"] = summary(worker.samples)
     if worker.gpu_samples:
         row["gpu_samples_us"] = worker.gpu_samples
