@@ -966,5 +966,7 @@ def test_status_says_per_workload_what_a_resumable_run_has_left(tmp_path: Path,
     assert main(["--run-id", "r", "--results-dir", str(tmp_path), "--workloads",
                  "micro-mlp2,micro-mlp16,micro-eos,micro-ptr-1", "--modes", "eager,pt2-nocg"]) == 0
     assert "2 of 4 workloads have rows (1 with failed modes), 1 cut by a call's deadline, 1 not started; " \
-           "the finished ones took 1.00 GPU-hours" in capsys.readouterr().out
+           "the finished ones took 1.00 GPU-hours" in (printed := capsys.readouterr().out)
+    env = "WORKLOADS=micro-mlp2,micro-mlp16,micro-eos,micro-ptr-1 MODES=eager,pt2-nocg "
+    assert f"to go on: {env}RUN_ID=r " in printed and f"{env}RETRY=error,timeout,mismatch RUN_ID=r " in printed
     assert main(["--run-id", "nope", "--results-dir", str(tmp_path)]) == 2

@@ -65,8 +65,9 @@ def statuses(targets: list[Target], modes: list[Mode], out_dir: Path) -> list[Wo
     return out
 
 
-def report(found: list[WorkloadStatus], run: str) -> str:
-    """The table and its summary, as printed."""
+def report(found: list[WorkloadStatus], run: str, env: str = "") -> str:
+    """The table and its summary, as printed; ``env`` is what the sweep script needs besides
+    ``RUN_ID`` to go on with this run (its experiment, workloads and modes where not the default)."""
     lines = [f"{'workload':<14} {'state':<12} {'wall s':>8}  detail"]
     for s in found:
         wall = f"{s.wall_s:,.0f}" if s.wall_s is not None else ""
@@ -79,6 +80,11 @@ def report(found: list[WorkloadStatus], run: str) -> str:
     lines.append(f"run {run}: {count['done'] + count['failed']} of {len(found)} workloads have rows "
                  f"({count['failed']} with failed modes), {count['cut']} cut by a call's deadline, "
                  f"{count['not started']} not started; {took}")
+    if count["cut"] + count["not started"]:
+        lines.append(f"to go on: {env}RUN_ID={run} STOP_AFTER=420 bash scripts/run_single_gpu_experiments.sh")
+    if count["failed"]:
+        lines.append(f"to run the failed ones again in every mode: {env}RETRY=error,timeout,mismatch RUN_ID={run} "
+                     "bash scripts/run_single_gpu_experiments.sh")
     return "\n".join(lines)
 
 
@@ -99,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as e:
         print(f"grace.bench.status: {e}", file=sys.stderr)
         return 2
-    print(report(statuses(targets, modes, out_dir), args.run_id))
+    defaults = {"EXPERIMENT": "single_gpu", "WORKLOADS": "single_gpu_25", "MODES": ",".join(DEFAULT_MODES)}
+    given = {"EXPERIMENT": args.experiment, "WORKLOADS": args.workloads, "MODES": args.modes}
+    env = "".join(f"{k}={v} " for k, v in given.items() if v != defaults[k])
+    print(report(statuses(targets, modes, out_dir), args.run_id, env))
     return 0
 
 
