@@ -158,38 +158,44 @@ def test_worker_arbitrates_a_mismatch_with_a_float64_copy_of_the_model() -> None
     assert case._arbitrate(3, torch.zeros_like(ref), ref, False, mismatches), "zeros are wrong data"
     assert case.fp64_arbitrated == 1
 
-def test_with_distinct_inputs_timed_samples_cycle_over_inputs_the_warm_up_ran_three_times_each() -> None:
+def test_with_distinct_inputs_timed_samples_cycle_over_inputs_the_warm_up_ran_four_times_each() -> None:
     """A workload whose shapes follow its data (VM's detections) records new graphs for each new
-    input: its timed samples cycle over a few inputs, and the warm-up runs each of them first."""
+    input: its timed samples cycle over a few inputs, and the warm-up runs each of them first;
+    never one input, so that a replay of the previous call's data cannot pass the check."""
     from grace.bench.worker import WARMUP_SAMPLE_BASE, Case
 
     own = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny")
     assert own.warm_up_samples(2) == [WARMUP_SAMPLE_BASE, WARMUP_SAMPLE_BASE + 1], "no timed sample's input"
     assert not torch.equal(own.inputs(0)[0], own.inputs(2)[0])
     cycled = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny", distinct_inputs=2)
-    assert cycled.warm_up_samples(2) == [0, 1, 0, 1, 0, 1] and cycled.warm_up_samples(8) == [0, 1] * 4
+    assert cycled.warm_up_samples(2) == [0, 1] * 4 and cycled.warm_up_samples(10) == [0, 1] * 5
     assert torch.equal(cycled.inputs(5)[0], own.inputs(1)[0]) and torch.equal(cycled.inputs(4)[0], own.inputs(0)[0])
+    assert not torch.equal(cycled.inputs(4)[0], cycled.inputs(5)[0]), "consecutive samples differ"
     seen: list[torch.Tensor] = []
     step = cycled.step
     cycled.step = lambda fn, module, inputs: seen.append(inputs[0]) or step(fn, module, inputs)
     cycled.warm_up(1)
-    assert len(seen) == 6 and all(torch.equal(x, own.inputs(i % 2)[0]) for i, x in enumerate(seen))
+    assert len(seen) == 8 and all(torch.equal(x, own.inputs(i % 2)[0]) for i, x in enumerate(seen))
+    with pytest.raises(ValueError, match="previous call's data"):
+        WorkerOptions(distinct_inputs=1)
 
 
 def test_a_config_line_can_cycle_its_timed_samples_over_a_few_inputs() -> None:
     from grace.bench.configs import parse_options
     from grace.bench.runner import settings_for
 
-    assert parse_options("inputs=1,repeat=40") == {"inputs": 1, "repeat": 40}
+    assert parse_options("inputs=2,repeat=40") == {"inputs": 2, "repeat": 40}
     with pytest.raises(ValueError, match="positive"):
         parse_options("inputs=0")
+    with pytest.raises(ValueError, match="previous call's data"):  # one input hides stale replays
+        parse_options("inputs=1")
     settings = Settings(experiment="x", run_id="y")
     cycled = settings_for(settings, Target(get("micro-mlp2"), 1, inputs=3))
     assert cycled.worker.distinct_inputs == 3 and settings.worker.distinct_inputs == 0
     argv = cycled.worker.argv()
     assert argv[argv.index("--distinct-inputs") + 1] == "3", "the worker is told"
     targets = {t.workload.name: t for t in parse_config(CONFIGS_DIR / "workloads_single_gpu_25.txt")}
-    assert targets["VM"].inputs == 1, "VM times one input over and over, as TorchBench does"
+    assert targets["VM"].inputs == 2, "VM times two inputs in turn: consecutive calls differ"
 
 
 def test_a_timed_sample_runs_inner_iterations_on_their_own_inputs_and_checks_the_last() -> None:

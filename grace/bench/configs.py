@@ -5,7 +5,7 @@ with ``#`` are comments. Every line must name a registered workload and agree wi
 model, suite and mode; the batch size is the config's to set. ``options``, comma-separated,
 are what the runner does for that workload alone (:class:`grace.bench.targets.Target`):
 ``release-memory``, ``together=N`` (mode workers started at once), ``first``, ``repeat=N``,
-``timeout=SECONDS``, ``inputs=K`` (timed samples cycle over K inputs), ``modes=A+B+...`` (the
+``timeout=SECONDS``, ``inputs=K`` (timed samples cycle over K >= 2 inputs), ``modes=A+B+...`` (the
 only modes of a run this workload runs in).
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from grace.bench.modes import MODES
+from grace.bench.options import WorkerOptions
 from grace.bench.targets import Target
 from grace.bench.workloads import get
 from grace.paths import CONFIGS_DIR
@@ -77,6 +78,8 @@ def parse_options(spec: str) -> dict[str, Any]:
                 number = 0
             if number <= 0:
                 raise ValueError(f"option {key} takes a positive number, got {value!r}")
+            if key == "inputs":
+                WorkerOptions(distinct_inputs=number)  # its own rule, stated there: raises ValueError
             out[field] = number
         elif key == "modes" and value:
             names = tuple(value.split("+"))

@@ -31,6 +31,11 @@ class WorkerOptions:
                              f"{self.coverage} and {self.distinct_inputs}")
         if self.inner < 1:
             raise ValueError(f"--inner must be at least 1, not {self.inner}")
+        if self.distinct_inputs == 1:
+            # one input over and over would let a replay that reads the previous call's inputs
+            # (stale data) pass every check: consecutive samples must differ
+            raise ValueError("distinct inputs must be 0 (every sample its own) or at least 2, not 1: with one "
+                             "input a replay reading the previous call's data would pass the check")
 
     def argv(self) -> list[str]:
         """The worker's command-line flags for these options."""
@@ -66,10 +71,10 @@ FLAGS: dict[str, str] = {
     "layers": "after each timed sample, time one more iteration with a clock at each layer's entry (Dynamo, "
               "AOTAutograd, Inductor's output code, the CUDA graph tree, the node's replay, PI, the launch): the "
               "rows' layers_us and host_us (grace.bench.layers)",
-    "distinct_inputs": "timed samples cycle over this many inputs, each of which the warm-up runs three times "
-                       "first, as TorchBench times one example input over and over (for workloads whose shapes "
-                       "follow their data: every new input would record new graphs on the clock); 0: every "
-                       "sample its own input",
+    "distinct_inputs": "timed samples cycle over this many inputs (at least 2, so that consecutive calls differ "
+                       "and stale data shows), each of which the warm-up runs four times first, as TorchBench "
+                       "times the same example input over and over (for workloads whose shapes follow their "
+                       "data: every new input would record new graphs on the clock); 0: every sample its own",
     "check_after": "keep a copy of each timed sample's output and check them all after the chunk's samples are "
                    "timed, so that no eager forward runs between two timed samples: one between them cost "
                    "ALNET's next call 12%% under PT2-CG, caches cold (the copies stay on the device: off for "

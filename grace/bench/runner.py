@@ -308,7 +308,7 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
                     worker.gpu_samples.extend(us for us in message.get("gpu_us") or [] if us is not None)
                     worker.layer_samples.extend(message.get("layers_us") or [])
                     for phase, seconds in (message.get("phase_s") or {}).items():
-                        worker.phase_s[phase] = round(worker.phase_s.get(phase, 0.0) + seconds, 3)
+                        worker.phase_s[phase] = worker.phase_s.get(phase, 0.0) + seconds
                 except WorkerFailed as e:
                     fail(worker, str(e))
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")

@@ -19,14 +19,13 @@ their compilation and timing in all modes): what is left, and about how long the
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, Mode, parse_modes
-from grace.bench.targets import Target, cut_attempts, modes_for
+from grace.bench.targets import Target, cut_attempts, latest_rows, modes_for
 from grace.paths import RESULTS_DIR
 
 
@@ -42,13 +41,7 @@ class WorkloadStatus:
 
 def statuses(targets: list[Target], modes: list[Mode], out_dir: Path) -> list[WorkloadStatus]:
     """Each target's standing in the run at ``out_dir``, in the list's order."""
-    latest: dict[tuple[str, str], dict] = {}
-    path = out_dir / "rows.jsonl"
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                latest[(row["workload"], row["mode"])] = row
+    latest = latest_rows(out_dir)
     cuts = cut_attempts(out_dir)
     out = []
     for target in targets:

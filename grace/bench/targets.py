@@ -77,17 +77,11 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
     started together pass the time they were started as ``attempts_before``, so that none takes
     a workload another has just started for a cut one.
     """
-    path = out_dir / "rows.jsonl"
-    latest: dict[tuple[str, str], str] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                latest[(row["workload"], row["mode"])] = row["status"]
+    latest = latest_rows(out_dir)
 
     def done(name: str, mode: Mode) -> bool:
-        status = latest.get((name, mode.name))
-        return status is not None and status not in retry
+        row = latest.get((name, mode.name))
+        return row is not None and row["status"] not in retry
 
     todo = [t for t in targets if not all(done(t.workload.name, m) for m in modes_for(t, modes))]
     if len(todo) < len(targets):
@@ -99,6 +93,18 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
         log.warning("run %s: cut before their rows in an earlier call, run after the others: %s", out_dir.name,
                     ", ".join(f"{t.workload.name} ({cuts[t.workload.name]}x)" for t in cut))
     return [t for t in todo if not cuts[t.workload.name]] + [dataclasses.replace(t, first=False) for t in cut]
+
+
+def latest_rows(out_dir: Path) -> dict[tuple[str, str], dict]:
+    """The run's last row of each (workload, mode): a retried case's new row replaces its old one."""
+    latest: dict[tuple[str, str], dict] = {}
+    path = out_dir / "rows.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                latest[(row["workload"], row["mode"])] = row
+    return latest
 
 
 def cut_attempts(out_dir: Path, before: float | None = None) -> Counter[str]:

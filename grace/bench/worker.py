@@ -167,11 +167,12 @@ class Case:
 
     def warm_up_samples(self, iterations: int) -> list[int]:
         """The warm-up's samples: inputs no timed sample uses, or, where timed samples cycle over
-        a few inputs, each of those three times (a CUDA graph tree warms a new shape up, records
-        it, then replays it), and at least ``iterations`` in all."""
+        a few inputs, each of those four times in turn (Dynamo recompiles when the second input's
+        shapes differ from the first's; then a CUDA graph tree warms each shape up, records it and
+        replays it), and at least ``iterations`` in all."""
         if not self.distinct_inputs:
             return [WARMUP_SAMPLE_BASE + i for i in range(iterations)]
-        return [i % self.distinct_inputs for i in range(max(iterations, 3 * self.distinct_inputs))]
+        return [i % self.distinct_inputs for i in range(max(iterations, 4 * self.distinct_inputs))]
 
     def warm_up(self, iterations: int) -> float:
         """Run the warm-up; seconds from the first call's start to the last one's end."""
