@@ -8,7 +8,8 @@
 #   RUN_ID=R STOP_AFTER=420 bash scripts/run_single_gpu_experiments.sh   # ...again: it resumes
 #
 # A run that has started is resumed: workloads with rows for every mode are skipped, and those
-# an earlier call cut go after the rest (`--resume`; RETRY=error,timeout,mismatch reruns those).
+# an earlier call cut go after the rest (`--resume`; RETRY=error,timeout,mismatch reruns those);
+# a run packed into <run>.tar.xz (grace.report.archive) is unpacked back into its folder first.
 # STOP_AFTER starts no new workload after that many seconds, so one call of a machine lent for
 # ten minutes ends in time; the next call with the same RUN_ID goes on. SHARD=i/n (or SHARDS=n,
 # run one after another) splits the workloads instead. Progress, with the time left, is printed
@@ -26,6 +27,10 @@ MODES=${MODES:-eager,pt2-nocg,pt2-cg,grace-cgct,grace-cgct-pi,grace-no-lean,grac
 RUN_ID=${RUN_ID:-$(date +%Y%m%d-%H%M%S)-$$}
 EXPERIMENT=${EXPERIMENT:-single_gpu}
 RUN_DIR=results/raw/$EXPERIMENT/$RUN_ID
+# a run packed at the end of an earlier session goes on in its folder again
+if [ ! -e "$RUN_DIR" ] && [ -f "$RUN_DIR.tar.xz" ]; then
+  "$PY" -m grace.report.archive restore "$RUN_DIR"
+fi
 resume=()
 if [ -s "$RUN_DIR/rows.jsonl" ] || [ -s "$RUN_DIR/attempts.jsonl" ]; then  # rows, or workloads started
   resume=(--resume)

@@ -219,6 +219,14 @@ def test_load_run_reads_latest_or_named_run(results_dir):
     assert load_run("single_gpu", RUN_ID, results_dir)[0]["run_id"] == RUN_ID
 
 
+def test_load_run_reads_a_packed_run(results_dir, tmp_path, monkeypatch):
+    from grace.report import archive
+
+    monkeypatch.setenv("GRACE_CACHE_DIR", str(tmp_path / "cache"))
+    archive.pack(results_dir / "raw" / "single_gpu" / RUN_ID)
+    assert len(load_run(results_dir=results_dir)) == 18
+
+
 def test_load_run_without_a_run_says_so(tmp_path):
     with pytest.raises(ReportError, match="no run of experiment 'single_gpu'.*latest.txt is missing"):
         load_run(results_dir=tmp_path)

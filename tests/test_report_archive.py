@@ -87,3 +87,24 @@ def test_the_command_line_packs_and_reports_a_missing_run(tmp_path: Path, capsys
     assert "MB in" in capsys.readouterr().out
     assert archive.main(["path", str(tmp_path), "nothing"]) == 2
     assert "no run nothing" in capsys.readouterr().err
+
+
+def test_restore_brings_the_folder_back_byte_for_byte_and_removes_the_archive(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    archive.pack(run)
+    assert archive.restore(run) == run
+    assert not archive.archive_path(run).exists()
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_restore_refuses_a_run_in_both_forms_or_in_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _run(tmp_path)
+    archive.pack(run)
+    run.mkdir()
+    with pytest.raises(FileExistsError, match="not both"):
+        archive.restore(run)
+    run.rmdir()
+    assert archive.main(["restore", str(tmp_path / "nothing")]) == 1
+    assert "no such archive" in capsys.readouterr().err
+    assert archive.main(["restore", str(run)]) == 0 and run.is_dir()

@@ -12,6 +12,8 @@ every byte stays committed, unchanged, and the reports read it as if it were sti
 - :func:`resolve` is what readers call: the folder when it is there, else the archive unpacked
   once into GraCE's cache (``grace.paths.cache_dir()/runs``), keyed by the archive's digest so a
   replaced archive is unpacked again; ``None`` when the run is in neither form.
+- :func:`restore` turns an archive back into its folder, for a run that goes on (a sweep resumed
+  in a later session appends to its folder).
 
 Archives unpack with the ``data`` filter: no absolute paths, no member outside the run's folder,
 no links out of it, no device files.
@@ -104,6 +106,22 @@ def _digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def _extract(archive: Path, run_id: str, into: Path) -> None:
+    """Unpack ``archive`` as ``into/run_id``, through a staging folder beside it, so that a
+    failed unpack leaves nothing half-written there."""
+    into.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=into))
+    try:
+        with tarfile.open(archive, "r:xz") as tar:
+            outside = [m.name for m in tar.getmembers() if m.name.split("/", 1)[0] != run_id]
+            if outside:
+                raise ValueError(f"{archive}: member {outside[0]!r} lies outside {run_id}/")
+            tar.extractall(staging, filter="data")
+        os.replace(staging / run_id, into / run_id)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def resolve(root: Path, run_id: str) -> Path | None:
     """The folder of run ``run_id`` under ``root``: as committed, or unpacked from its archive."""
     folder = root / run_id
@@ -114,18 +132,20 @@ def resolve(root: Path, run_id: str) -> Path | None:
         return None
     unpacked = cache_dir() / "runs" / root.name / _digest(archive)
     if not (unpacked / run_id).is_dir():
-        unpacked.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=unpacked))
-        try:
-            with tarfile.open(archive, "r:xz") as tar:
-                outside = [m.name for m in tar.getmembers() if m.name.split("/", 1)[0] != run_id]
-                if outside:
-                    raise ValueError(f"{archive}: member {outside[0]!r} lies outside {run_id}/")
-                tar.extractall(staging, filter="data")
-            os.replace(staging / run_id, unpacked / run_id)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        _extract(archive, run_id, unpacked)
     return unpacked / run_id
+
+
+def restore(run: Path) -> Path:
+    """Unpack the archive of the run folder ``run`` back into that folder and remove the archive."""
+    archive = archive_path(run)
+    if run.exists():
+        raise FileExistsError(f"{run} exists already; remove it or {archive.name}, not both")
+    if not archive.is_file():
+        raise FileNotFoundError(f"{archive}: no such archive")
+    _extract(archive, run.name, run.parent)
+    archive.unlink()
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     two = sub.add_parser("path", help="print where a run reads from, unpacking its archive if need be")
     two.add_argument("root", type=Path, metavar="EXPERIMENT_FOLDER")
     two.add_argument("run_id")
+    three = sub.add_parser("restore", help="unpack <run>.tar.xz back into its folder, for a run that goes on")
+    three.add_argument("runs", nargs="+", type=Path, metavar="RUN_FOLDER")
     args = p.parse_args(argv)
     if args.command == "path":
         found = resolve(args.root, args.run_id)
@@ -145,6 +167,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(found)
         return 0
     status = 0
+    if args.command == "restore":
+        for run in args.runs:
+            try:
+                print(f"{restore(run)}: restored from {archive_path(run).name}")
+            except (OSError, ValueError, tarfile.TarError) as e:
+                print(f"grace.report.archive: {e}", file=sys.stderr)
+                status = 1
+        return status
     for run in args.runs:
         try:
             before = sum(p.stat().st_size for p in _files(run)) if run.is_dir() else 0

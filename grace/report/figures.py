@@ -32,6 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
+from grace.report import archive
 from grace.report.judge import NOCG_REFERENCE, judged_status
 from grace.stats import paired_ratios, percentile
 from grace.paths import FIGURES_DIR, RESULTS_DIR
@@ -85,10 +86,11 @@ class Cell:
 
 def load_run(experiment: str = DEFAULT_EXPERIMENT, run_id: str | None = None,
              results_dir: Path = RESULTS_DIR) -> list[dict]:
-    """The rows of one run: ``run_id``, or the one ``latest.txt`` names when it is None."""
+    """The rows of one run: ``run_id``, or the one ``latest.txt`` names when it is None; a run
+    packed into its archive (:mod:`grace.report.archive`) reads as its folder."""
     exp_dir = Path(results_dir) / "raw" / experiment
     run_id = run_id or _latest_run_id(exp_dir, experiment)
-    path = exp_dir / run_id / "rows.jsonl"
+    path = (archive.resolve(exp_dir, run_id) or exp_dir / run_id) / "rows.jsonl"
     if not path.is_file():
         raise ReportError(f"no rows for run {run_id!r} of experiment {experiment!r}: {path} is missing")
     rows = _read_rows(path)
