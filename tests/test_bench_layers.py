@@ -75,6 +75,40 @@ def test_timing_wraps_dynamos_function_and_inductors_call_then_puts_them_back() 
     assert {(id(ns), name): ns[name] for ns, name in layers.compiled_functions()} == before_fns
 
 
+def test_graces_per_call_guarantees_are_their_own_layer_and_are_put_back() -> None:
+    from grace.grad_copies import AdoptedGrads
+    from grace.stale_outputs import StaleOutputGuard
+
+    originals = {m: AdoptedGrads.__dict__[m] for m in ("before_call", "noted")}
+    originals["call_ends"] = StaleOutputGuard.__dict__["call_ends"]
+    params = [torch.nn.Parameter(torch.randn(4)) for _ in range(3)]
+    grads, guard = AdoptedGrads(), StaleOutputGuard(lambda trace: "overwritten")
+
+    class Backward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *ps):
+            return sum(p.sum() for p in ps)
+
+        @staticmethod
+        def backward(ctx, g):
+            outs = tuple(torch.ones(4) for _ in params)
+            grads.noted(outs)
+            return outs
+
+    def step() -> None:
+        grads.before_call()
+        guard.call_ends()
+        Backward.apply(*params).backward()
+
+    with layers.timing() as clock:
+        clock.call(step)
+    assert grads.noted_leaves == len(params), "the wrapped methods still do their work"
+    assert clock.exclusive_us()["guards"] > 0
+    assert {m: AdoptedGrads.__dict__[m] for m in ("before_call", "noted")} == \
+        {m: originals[m] for m in ("before_call", "noted")}
+    assert StaleOutputGuard.__dict__["call_ends"] is originals["call_ends"]
+
+
 def test_a_case_splits_one_iterations_host_time_by_layer() -> None:
     from grace.bench.worker import Case
 

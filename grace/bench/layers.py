@@ -20,6 +20,9 @@ inductor  ``CompiledFxGraph.__call__``: the generated output code, the per-parti
 tree      ``CUDAGraphTreeManager._run`` and, with lean replay on, its one-pass dispatch
           (``LeanDispatch.replay``): the tree's bookkeeping and checks (and the code of
           functions SCG keeps out of graphs)
+guards    GraCE's per-call work for the tree's guarantees: the stale-output guard
+          (``grace.stale_outputs.StaleOutputGuard``) and the gradient copies
+          (``grace.grad_copies.AdoptedGrads``), each entry the tree's patches call
 node      ``CUDAGraphNode.run``: the input copies and the output tensors handed back
 pi        PI's replay (``grace.pi.replay``): its guard, pointer fill and remaining copies
 launch    ``CUDAGraph.replay``, or a Triton kernel's launch (``CachingAutotuner.run``) where
@@ -44,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-LAYERS: tuple[str, ...] = ("caller", "aot", "inductor", "tree", "node", "pi", "launch")
+LAYERS: tuple[str, ...] = ("caller", "aot", "inductor", "tree", "guards", "node", "pi", "launch")
 
 # (layer, module, class, method): the entries wrapped, in addition to Dynamo's compiled functions.
 # The tree's is ``_run``: ``run`` is bound into each function's ``functools.partial`` when the
@@ -53,6 +56,9 @@ METHODS: tuple[tuple[str, str, str, str], ...] = (
     ("inductor", "torch._inductor.output_code", "CompiledFxGraph", "__call__"),
     ("tree", "torch._inductor.cudagraph_trees", "CUDAGraphTreeManager", "_run"),
     ("tree", "grace.lean.dispatch", "LeanDispatch", "replay"),
+    *(("guards", "grace.stale_outputs", "StaleOutputGuard", m)
+      for m in ("replayed", "caches_dropped", "path_ends", "warmup_path_ends", "call_ends")),
+    *(("guards", "grace.grad_copies", "AdoptedGrads", m) for m in ("before_call", "noted")),
     ("node", "torch._inductor.cudagraph_trees", "CUDAGraphNode", "run"),
     ("pi", "grace.pi.replay", "PIReplay", "replay"),
     ("pi", "grace.pi.replay", "CopyingReplay", "replay"),

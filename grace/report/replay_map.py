@@ -23,6 +23,7 @@ LABELS = {
     "aot": "AOTAutograd runtime wrappers",
     "inductor": "Inductor output code and partition wrappers",
     "tree": "CUDA graph tree bookkeeping and checks",
+    "guards": "GraCE: stale-output guard, gradient copies",
     "node": "node replay: input copies, outputs",
     "pi": "PI: guard, pointer fill, remaining copies",
     "launch": "launch (graph replay or Triton kernel)",
