@@ -11,6 +11,7 @@ import dataclasses
 import json
 import re
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -485,10 +486,15 @@ def test_compile_together_starts_every_mode_before_waiting_and_release_memory_st
 
 @pytest.mark.slow
 def test_failures_become_rows_and_the_run_goes_on(tmp_path: Path, faulty: None) -> None:
-    rows = _run(tmp_path, ["test-crash", "test-drift", "test-hang", "test-train"], "pt2-nocg", timeout=60)
+    rows = _run(tmp_path, ["test-crash", "test-segfault", "test-drift", "test-hang", "test-train"], "pt2-nocg",
+                timeout=60)
     by_name = {r["workload"]: r for r in rows}
     assert by_name["test-crash"]["status"] == "error"
     assert "this model cannot be built" in by_name["test-crash"]["error"]
+    assert by_name["test-segfault"]["status"] == "error"
+    assert f"exit code {-signal.SIGSEGV}" in by_name["test-segfault"]["error"]
+    crash_log = (tmp_path / "raw" / "cpu_test" / "r1" / "logs" / "test-segfault.pt2-nocg.log").read_text()
+    assert "Segmentation fault" in crash_log and "faulty_workloads.py" in crash_log, "the stack where it crashed"
     assert by_name["test-drift"]["status"] == "mismatch"
     assert "outputs differ from eager" in by_name["test-drift"]["error"]
     assert by_name["test-drift"]["samples_us"], "a mismatch still reports its timings"

@@ -285,7 +285,8 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
             live.append(worker)
         except WorkerFailed as e:
             fail(worker, str(e))
-        progress.advance(note=f"{target.workload.name}: {worker.mode.name} ready")
+        state = "ready" if worker in live else "failed"
+        progress.advance(note=f"{target.workload.name}: {worker.mode.name} {state}")
 
     for wave in (modes[i:i + at_once] for i in range(0, len(modes), at_once)):
         for worker in [start(mode) for mode in wave]:

@@ -505,7 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     die_with_runner()
     proto = _protocol_stream()
-    # on the runner's signal before it kills a worker that outlived its limit: every thread's stack, to the log
+    # a crash in native code (a segmentation fault, an abort) leaves every thread's Python stack in the
+    # log, and so does the runner's signal before it kills a worker that outlived its limit
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
     try:
         serve(args, proto)

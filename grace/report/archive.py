@@ -13,7 +13,7 @@ every byte stays committed, unchanged, and the reports read it as if it were sti
   once into GraCE's cache (``grace.paths.cache_dir()/runs``), keyed by the archive's digest so a
   replaced archive is unpacked again; ``None`` when the run is in neither form.
 - :func:`restore` turns an archive back into its folder, for a run that goes on (a sweep resumed
-  in a later session appends to its folder).
+  by a later call appends to its folder).
 
 Archives unpack with the ``data`` filter: no absolute paths, no member outside the run's folder,
 no links out of it, no device files.
