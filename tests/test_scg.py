@@ -387,10 +387,19 @@ def partition_0(args):
 '''
 
 
-def test_a_graph_that_launches_collectives_keeps_its_graph_on_every_rank_unprofiled(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A profile runs a graph's collectives dozens of times on one rank; a peer that took the
-    decision from the cache would not run them with it, and both would wait for ever."""
+ATTENTION_BACKWARD_PARTITION = '''
+def partition_0(args):
+    grad, q, k, v, out, lse, seed, offset = args
+    args.clear()
+    buf0 = torch.ops.aten._scaled_dot_product_efficient_attention_backward.default(
+        grad, q, k, v, None, out, lse, seed, offset, 0.1, [True, True, True, False])
+    return (buf0[0], buf0[1], buf0[2])
+'''
+
+
+def _decide_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, mode: str, why: str) -> Any:
+    """SCG's decision for ``partition_0`` of a generated module with ``source``, as a tree of
+    ``mode`` would ask for it, where ``why`` says why that graph must not be profiled."""
     import importlib.util
     import types
 
@@ -398,30 +407,65 @@ def test_a_graph_that_launches_collectives_keeps_its_graph_on_every_rank_unprofi
     from torch._inductor.codecache import PyCodeCache
 
     from grace.scg import tree_hook
-    from grace.scg.candidate import describe
 
-    module_file = tmp_path / "generated_collective.py"
-    module_file.write_text("import torch\n" + COLLECTIVE_PARTITION)
-    spec = importlib.util.spec_from_file_location("grace_test_generated_collective", module_file)
+    module_file = tmp_path / f"generated_{mode}.py"
+    module_file.write_text("import torch\n" + source)
+    spec = importlib.util.spec_from_file_location(f"grace_test_generated_{mode}", module_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    assert describe(module.partition_0, "inference", [torch.zeros(8, 16)], [], lambda t: False).collectives == (
-        "_c10d_functional.all_reduce_", "_c10d_functional.wait_tensor")
 
     def no_profile(*args: Any) -> Any:
-        raise AssertionError("a graph with collectives must not be profiled")
+        raise AssertionError(why)
 
     monkeypatch.setattr(tree_hook, "_profile", no_profile)
     wrapped = types.SimpleNamespace(model=module.partition_0, static_input_idxs=[])
-    manager = types.SimpleNamespace(ids_to_funcs={"f": wrapped}, id_to_mode={"f": types.SimpleNamespace(name="INFERENCE")},
+    manager = types.SimpleNamespace(ids_to_funcs={"f": wrapped}, id_to_mode={"f": types.SimpleNamespace(name=mode.upper())},
                                     _get_cuda_graph_recorded_tensor_checker=lambda: (lambda t: False))
     PyCodeCache.modules.append(module)
     try:
-        record = tree_hook._decide(manager, [torch.zeros(8, 16)], "f")
+        return module, tree_hook._decide(manager, [torch.zeros(8, 16)], "f")
     finally:
         PyCodeCache.modules.remove(module)
+
+
+def test_a_graph_that_launches_collectives_keeps_its_graph_on_every_rank_unprofiled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile runs a graph's collectives dozens of times on one rank; a peer that took the
+    decision from the cache would not run them with it, and both would wait for ever."""
+    import torch
+
+    from grace.scg.candidate import describe
+
+    module, record = _decide_generated(tmp_path, monkeypatch, COLLECTIVE_PARTITION, "inference",
+                                       "a graph with collectives must not be profiled")
+    assert describe(module.partition_0, "inference", [torch.zeros(8, 16)], [], lambda t: False).collectives == (
+        "_c10d_functional.all_reduce_", "_c10d_functional.wait_tensor")
     assert record.choice == Choice.GRAPH.value and record.source == "rule"
     assert "all_reduce_" in record.reason and "collectives" in record.reason
+
+
+def test_a_backward_reading_its_forwards_saved_philox_state_keeps_its_graph_unprofiled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attention with dropout saves its philox seed and offset; after a captured forward they are
+    device tensors, which the backward run outside a capture reads from the host, and crashes."""
+    module, record = _decide_generated(tmp_path, monkeypatch, ATTENTION_BACKWARD_PARTITION, "backward",
+                                       "a backward reading saved philox state must not run outside a capture")
+    assert record.choice == Choice.GRAPH.value and record.source == "rule"
+    assert "aten._scaled_dot_product_efficient_attention_backward" in record.reason
+    assert "random-number state" in record.reason
+
+
+def test_which_operators_read_saved_random_state() -> None:
+    from grace.random_state import operator_reads_random_state
+
+    for reads in ("aten._scaled_dot_product_efficient_attention_backward", "aten._efficient_attention_backward",
+                  "aten._scaled_dot_product_flash_attention_backward", "aten._flash_attention_backward",
+                  "aten._scaled_dot_product_cudnn_attention_backward"):
+        assert operator_reads_random_state(reads), reads
+    for other in ("aten.native_dropout", "aten.native_dropout_backward", "aten.mm",
+                  "aten._scaled_dot_product_efficient_attention", "aten.no_such_operator", "no_namespace.op",
+                  "_c10d_functional.all_reduce_"):
+        assert not operator_reads_random_state(other), other
 
 
 def test_scg_profiles_the_pi_strategies_it_is_given_and_records_with_the_one_it_chose() -> None:

@@ -378,3 +378,30 @@ def test_a_function_kept_out_from_an_executing_path_leaves_the_tree_able_to_reco
         out = cf(a)
         torch.testing.assert_close(cbig(out), big_f(f(a)), msg=f"F, call {step}")
         torch.testing.assert_close(cg(out), g(f(a)), msg=f"g, call {step}")
+
+
+def test_a_training_backward_reading_saved_philox_state_is_never_profiled_outside_its_capture(
+        tmp_path: Path) -> None:
+    """Attention with dropout saves a philox seed that a captured forward keeps on the device;
+    SCG's profile of the backward without a graph would dereference it on the host (DGPT2's
+    GraCE workers died with SIGSEGV that way). Such a backward keeps its graph by rule. In its
+    own process, so a crash fails the test."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from grace.paths import REPO_ROOT
+
+    if not _overlay_active():
+        pytest.skip("GraCE's overlay is not active in this interpreter (run `make setup`)")
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/rng_training.py"), "--case",
+                           "sdpa-dropout-scg"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
+                          env={**os.environ, "GRACE_LOGS": "info", "GRACE_SCG_REPORT": str(report),
+                               "GRACE_SCG_CACHE_DIR": str(tmp_path / "scg-cache")})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "step 4 loss" in out, out[-3000:]
+    reasons = [g["reason"] for g in json.loads(report.read_text())["graphs"] if g["mode"] == "backward"]
+    assert reasons and any("random-number state" in r for r in reasons), reasons

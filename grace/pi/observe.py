@@ -23,6 +23,7 @@ from grace.pi.guard import InputLayout
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
 from grace.option_values import EXEC_UPDATE, PRELUDE, PTX
 from grace.pi.plan import Placeholder, Slot
+from grace.random_state import schema_reads_random_state
 
 log = get_logger("grace.pi")
 
@@ -291,7 +292,7 @@ def random_use(func: Any, args: Sequence[Any], kwargs: dict) -> str | None:
         k = names.index("dropout_p")
         if not kwargs.get("dropout_p", args[k] if k < len(args) else arguments[k].default_value):
             return None
-    if any("philox" in n or "rng_state" in n for n in names):
+    if schema_reads_random_state(func._schema):
         return f"{func} reads random-number state"
     if torch.Tag.nondeterministic_seeded in func.tags:
         return f"{func} draws random numbers"

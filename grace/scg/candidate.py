@@ -72,6 +72,14 @@ class Candidate:
         return sum(1 for i in self.inputs if i.role == "copied")
 
     @property
+    def random_state_readers(self) -> tuple[str, ...]:
+        """The operators this graph calls that read random-number state a captured forward saved
+        (attention's philox seed and offset, :mod:`grace.random_state`)."""
+        from grace.random_state import operator_reads_random_state
+
+        return tuple(k for k in self.kernels if operator_reads_random_state(k))
+
+    @property
     def collectives(self) -> tuple[str, ...]:
         """The collective operators this graph launches (all_reduce_, wait_tensor, ...)."""
         return tuple(k for k in self.kernels if k.partition(".")[0] in _COLLECTIVE_NAMESPACES)

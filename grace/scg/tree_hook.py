@@ -27,7 +27,8 @@ Invariants
   real tree under :func:`recording_config`, PI and its strategy as measured; any other records
   with the switches as they are.
 - In training, forward graphs always keep their graph (:data:`TRAINING_FORWARD_RULE`); the
-  backward graphs are decided by profile. Inference graphs are decided by profile, but for
+  backward graphs are decided by profile, but for those that read random-number state their
+  captured forward saved (:data:`RANDOM_STATE_RULE`): outside a capture they would crash. Inference graphs are decided by profile, but for
   graphs that launch collectives (:data:`COLLECTIVES_RULE`): every rank must run the same
   collectives, so no rank runs them in a profile.
 - Each function is decided once per tree. A function decided for a graph that is recorded again
@@ -97,6 +98,13 @@ NOT_GENERATED_RULE = ("not Inductor's generated code: SCG runs it no more often 
 COLLECTIVES_RULE = ("launches collectives ({}): profiled, it would run them a different number of times than a peer "
                     "that skips or fails its profile, and the ranks would wait on each other; it records the graph "
                     "as PT2-CG does on every rank")
+
+
+# Why a graph that reads saved random-number state keeps its graph, untimed: run outside a capture
+# (the profile's choice without a graph, and that choice deployed) beside a captured forward, its
+# operator takes the forward's device-side philox seed for a host value and crashes the process.
+RANDOM_STATE_RULE = ("reads random-number state its captured forward saved ({}): run outside a capture it would "
+                     "read that device memory from the host and crash, so it records the graph as PT2-CG does")
 
 
 @dataclasses.dataclass
@@ -245,6 +253,9 @@ def _decide(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: F
         return _record(candidate, Choice.GRAPH, "rule", TRAINING_FORWARD_RULE, start)
     if candidate.collectives:
         return _record(candidate, Choice.GRAPH, "rule", COLLECTIVES_RULE.format(", ".join(candidate.collectives)), start)
+    if candidate.random_state_readers:
+        return _record(candidate, Choice.GRAPH, "rule",
+                       RANDOM_STATE_RULE.format(", ".join(candidate.random_state_readers)), start)
     key = _cache_key(candidate, manager.device_index)
     try:
         if key is not None and (hit := cache.load(key)) is not None and hit.choice in AVAILABLE:

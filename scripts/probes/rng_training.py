@@ -10,8 +10,9 @@ Each case runs in its own process, so a crash is reported as an exit status, not
 
 A case names the switches it sets: ``fallback`` (Inductor's ``fallback_random``, as the
 benchmark sets for stochastic workloads) or ``inductor`` (Inductor's own RNG), ``dropout`` or
-``no-dropout``, and ``pi`` or ``stock`` (``GRACE_PI``); ``sdpa`` cases add attention with
-dropout (``scaled_dot_product_attention``), whose backward reads the forward's philox seed.
+``no-dropout``, and ``pi``, ``scg`` (PI and SCG, which profiles each backward graph before
+recording it) or ``stock``; ``sdpa`` cases add attention with dropout
+(``scaled_dot_product_attention``), whose backward reads the forward's philox seed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import subprocess
 import sys
 
 CASES = [f"{rng}-{drop}-{pi}" for rng in ("fallback", "inductor") for drop in ("dropout", "no-dropout")
-         for pi in ("pi", "stock")] + [f"sdpa-{drop}-{pi}" for drop in ("dropout", "no-dropout") for pi in ("pi", "stock")]
+         for pi in ("pi", "stock")] + [f"sdpa-{drop}-{pi}" for drop in ("dropout", "no-dropout") for pi in ("pi", "scg", "stock")]
 
 
 def run_case(case: str) -> int:
@@ -35,8 +36,8 @@ def run_case(case: str) -> int:
     import grace.config
 
     inductor_config.fallback_random = rng in ("fallback", "sdpa")
-    grace.config.pi = pi == "pi"
-    grace.config.scg = False
+    grace.config.pi = pi in ("pi", "scg")
+    grace.config.scg = pi == "scg"
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:

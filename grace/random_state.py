@@ -1,0 +1,37 @@
+"""ATen operators that read random-number state a captured forward saved for its backward.
+
+Flash, memory-efficient and cuDNN attention with dropout save the philox seed and offset (flash's
+``rng_state``) their forward drew from, and their backward regenerates the dropout mask from them.
+Inside a CUDA graph capture the forward saves them as device tensors (the generator's graph-safe
+state); a backward run outside a capture takes them for host values and reads device memory from
+the host, which crashes the process. Such a backward may only run inside its capture, as CUDA
+graph trees record it, never eagerly beside a captured forward. An operator's schema says
+whether it reads such state: an argument named for the philox seed or offset, or the rng state.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+
+def schema_reads_random_state(schema: Any) -> bool:
+    """Whether an operator with ``schema`` (a ``torch._C.FunctionSchema``) takes saved
+    random-number state as an argument."""
+    return any("philox" in a.name or "rng_state" in a.name for a in schema.arguments)
+
+
+@functools.cache
+def operator_reads_random_state(qualified_name: str) -> bool:
+    """Whether ATen-style operator ``namespace.name`` (as generated code calls it:
+    ``aten._scaled_dot_product_efficient_attention_backward``) reads saved random-number state
+    in any overload; False for a name that resolves to no operator."""
+    import torch
+
+    namespace, _, name = qualified_name.partition(".")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+        overloads = [getattr(packet, o) for o in packet.overloads()]
+    except (AttributeError, RuntimeError):
+        return False
+    return any(schema_reads_random_state(o._schema) for o in overloads)
