@@ -11,8 +11,9 @@
 # an earlier call cut go after the rest (`--resume`; RETRY=error,timeout,mismatch reruns those);
 # a run packed into <run>.tar.xz (grace.report.archive) is unpacked back into its folder first.
 # STOP_AFTER starts no new workload after that many seconds, so one call of a machine lent for
-# ten minutes ends in time; the next call with the same RUN_ID goes on. SHARD=i/n (or SHARDS=n,
-# run one after another) splits the workloads instead. Progress, with the time left, is printed
+# ten minutes ends in time; the next call with the same RUN_ID goes on. END_AFTER has every
+# workload write its rows within that many seconds, with fewer rounds (at least 4) where need
+# be. SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress, with the time left, is printed
 # as workloads finish. WORKLOADS=micro runs the eight micro-workloads only (minutes). Extra
 # arguments go to `python -m grace.bench`. On a machine of several GPUs, without SHARD or
 # SHARDS, each visible GPU runs its own shard side by side through scripts/run_sharded.sh
@@ -39,6 +40,7 @@ if [ -s "$RUN_DIR/rows.jsonl" ] || [ -s "$RUN_DIR/attempts.jsonl" ]; then  # row
 fi
 stop=()
 [ -n "${STOP_AFTER:-}" ] && stop=(--stop-after "$STOP_AFTER")
+[ -n "${END_AFTER:-}" ] && stop+=(--end-after "$END_AFTER")
 if [ -n "${SHARD:-}" ]; then
   shards=("$SHARD")
 else

@@ -427,11 +427,11 @@ def test_shards_partition_the_targets() -> None:
 # --- whole runs on the CPU ---------------------------------------------------------------
 
 def _run(tmp_path: Path, names: list[str], modes: str, repeat: int = 4, timeout: float = 240.0,
-         compile_together: bool = False, **worker: Any) -> list[dict]:
+         compile_together: bool = False, end_after_s: float | None = None, **worker: Any) -> list[dict]:
     settings = Settings(experiment="cpu_test", run_id="r1", repeat=repeat, chunk=2,
                         timeout_s=timeout, device="cpu", size="tiny", results_dir=tmp_path,
                         pin_cpu=max(os.sched_getaffinity(0)), compile_together=compile_together,
-                        worker=WorkerOptions(**{"warmup": 2, **worker}))
+                        end_after_s=end_after_s, worker=WorkerOptions(**{"warmup": 2, **worker}))
     out = run(settings, [Target(get(n), get(n).batch_size) for n in names], parse_modes(modes))
     assert (tmp_path / "raw" / "cpu_test" / "latest.txt").read_text().strip() == "r1"
     return [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
@@ -482,6 +482,21 @@ def test_compile_together_starts_every_mode_before_waiting_and_release_memory_st
     assert all(r["compiled_together"] and r["worker"]["release_memory"] and r["worker"]["inner"] == 2 for r in rows)
     assert all(r["worker"] == dataclasses.asdict(WorkerOptions(warmup=2, inner=2, release_memory=True)) for r in rows)
     assert rows[1]["check"]["checked"] == 4 and len(rows[1]["samples_us"]) == 4
+
+
+@pytest.mark.slow
+def test_a_workload_short_of_time_writes_its_rows_with_fewer_rounds(tmp_path: Path) -> None:
+    """A call's deadline cut workloads that had timed most of their rounds (STCLM all 20) before
+    they wrote a row; with --end-after a workload stops at the rounds that fit, never fewer than
+    MIN_ROUNDS, and says so in its rows."""
+    from grace.bench.runner import MIN_ROUNDS
+
+    rows = _run(tmp_path, ["micro-mlp2"], "eager,pt2-nocg", repeat=2 * (MIN_ROUNDS + 2), end_after_s=0.0)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert all(r["rounds"] == {"timed": MIN_ROUNDS, "planned": MIN_ROUNDS + 2} for r in rows)
+    assert all(len(r["samples_us"]) == 2 * MIN_ROUNDS for r in rows) and rows[1]["check"]["checked"] == 2 * MIN_ROUNDS
+    whole = _run(tmp_path / "whole", ["micro-mlp2"], "pt2-nocg", repeat=2 * (MIN_ROUNDS + 2))
+    assert whole[0]["rounds"] == {"timed": MIN_ROUNDS + 2, "planned": MIN_ROUNDS + 2}
 
 
 @pytest.mark.slow
@@ -964,8 +979,10 @@ def test_status_says_per_workload_what_a_resumable_run_has_left(tmp_path: Path,
     out.mkdir(parents=True)
     rows = [("micro-mlp2", "eager", "ok"), ("micro-mlp2", "pt2-nocg", "ok"),
             ("micro-mlp16", "eager", "ok"), ("micro-mlp16", "pt2-nocg", "timeout")]
+    rounds = {"micro-mlp2": {"timed": 4, "planned": 4}, "micro-mlp16": {"timed": 12, "planned": 20}}
     (out / "rows.jsonl").write_text("".join(
-        json.dumps({"workload": w, "mode": m, "status": st, "workload_wall_s": 1800.0}) + "\n" for w, m, st in rows))
+        json.dumps({"workload": w, "mode": m, "status": st, "workload_wall_s": 1800.0, "rounds": rounds[w]}) + "\n"
+        for w, m, st in rows))
     for event in ("started", "finished"):
         results.note_attempt(out, "micro-mlp2", event)
     results.note_attempt(out, "micro-eos", "started")  # cut twice
@@ -973,7 +990,7 @@ def test_status_says_per_workload_what_a_resumable_run_has_left(tmp_path: Path,
     targets = [Target(get(n), 1) for n in ("micro-mlp2", "micro-mlp16", "micro-eos", "micro-ptr-1")]
     found = statuses(targets, parse_modes("eager,pt2-nocg"), out)
     assert [(s.workload, s.state, s.detail) for s in found] == [
-        ("micro-mlp2", "done", ""), ("micro-mlp16", "failed", "pt2-nocg: timeout"),
+        ("micro-mlp2", "done", ""), ("micro-mlp16", "failed", "pt2-nocg: timeout, 12 of 20 rounds"),
         ("micro-eos", "cut", "2x"), ("micro-ptr-1", "not started", "")]
     assert main(["--run-id", "r", "--results-dir", str(tmp_path), "--workloads",
                  "micro-mlp2,micro-mlp16,micro-eos,micro-ptr-1", "--modes", "eager,pt2-nocg"]) == 0

@@ -103,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
                              "their common start, so that none reads another's fresh start as a cut")
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="start no new workload after this many seconds (finish with --resume)")
+    parser.add_argument("--end-after", type=float, default=None, metavar="SECONDS",
+                        help="write every workload's rows within this many seconds: once it has timed 4 "
+                             "rounds, a workload begins no round that would end later (its rows say how "
+                             "many rounds of how many it timed)")
     parser.add_argument("--compile-together", action="store_true",
                         help="start every mode's worker at once, so their compilations overlap "
                              "(for workloads whose compiles do not fit a shard one after another)")
@@ -160,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                         timeout_s=args.timeout, device=args.device, size=args.size,
                         scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
                         timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
-                        stop_after_s=args.stop_after, compile_together=args.compile_together)
+                        stop_after_s=args.stop_after, end_after_s=args.end_after,
+                        compile_together=args.compile_together)
     try:
         out_dir = run(settings, targets, modes)
     except Interrupted as e:

@@ -75,6 +75,9 @@ class Settings:
     scg_cache: Path | None = None  # SCG decision cache; None: a fresh one in the run directory
     timing_lock: Path | None = None  # a file runners sharing the GPU lock around timed rounds
     stop_after_s: float | None = None  # start no workload after this many seconds
+    # time each workload's rounds so that its rows are written within this many seconds of the
+    # start: past MIN_ROUNDS, a round that would end too late is not begun (None: every round)
+    end_after_s: float | None = None
     compile_together: bool = False  # start every mode's worker at once (compilations overlap)
     worker: WorkerOptions = WorkerOptions()  # how each worker times (warm-up, inner, coverage, ...)
     results_dir: Path = results.RESULTS_DIR
@@ -242,14 +245,15 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
 
 
 def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: Path,
-               scratch: Path, progress: Progress) -> list[dict[str, Any]]:
+               scratch: Path, progress: Progress, end_by: float | None = None) -> list[dict[str, Any]]:
     """All modes of one workload; returns their rows (error rows included). However it ends,
-    an interruption included, no worker it started outlives it."""
+    an interruption included, no worker it started outlives it. With ``end_by`` (a
+    ``time.monotonic()`` instant), rounds past MIN_ROUNDS that would end after it are left out."""
     settings = settings_for(settings, target)
     started: list[Worker] = []
     begun = time.monotonic()
     try:
-        rows = _run_target(settings, target, modes, out_dir, scratch, progress, started)
+        rows = _run_target(settings, target, modes, out_dir, scratch, progress, started, end_by)
         for row in rows:  # what the workload took end to end, its modes' compilations and timing all in
             row["workload_wall_s"] = round(time.monotonic() - begun, 1)
         return rows
@@ -259,7 +263,8 @@ def run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: P
 
 
 def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: Path,
-                scratch: Path, progress: Progress, started: list[Worker]) -> list[dict[str, Any]]:
+                scratch: Path, progress: Progress, started: list[Worker],
+                end_by: float | None = None) -> list[dict[str, Any]]:
     live: list[Worker] = []
     done: list[dict[str, Any]] = []
 
@@ -297,7 +302,15 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
         # The per-case limit applies to each phase: compiling, then timing; within the timing, a
         # round also has a limit of its own, so that one worker that hangs costs its row only.
         phase_end = time.monotonic() + settings.timeout_s
+        timed, longest = 0, 0.0  # rounds begun; the longest one's wall time, every mode's turn in it
         for r, samples in enumerate(rounds):
+            if end_by is not None and r >= MIN_ROUNDS and time.monotonic() + longest + END_MARGIN_S > end_by:
+                log.warning("%s: %d of %d rounds timed: another would end after --end-after (rows written now)",
+                            target.workload.name, r, len(rounds))
+                progress.advance(len(rounds) - r, note=f"{target.workload.name}: rounds left out")
+                break
+            round_begun = time.monotonic()
+            timed += 1
             for worker in _rotated(list(live), r):
                 try:
                     begun = time.monotonic()
@@ -312,9 +325,11 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
                         worker.phase_s[phase] = worker.phase_s.get(phase, 0.0) + seconds
                 except WorkerFailed as e:
                     fail(worker, str(e))
+            longest = max(longest, time.monotonic() - round_begun)
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
 
     for worker in list(live):
+        worker.row["rounds"] = {"timed": timed, "planned": len(rounds)}
         try:
             worker.send({"cmd": "finish"})
             summary_msg = worker.receive("summary")
@@ -395,6 +410,9 @@ def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+MIN_ROUNDS = 4  # rounds a workload times whatever --end-after says: 20 samples a mode at chunk 5
+END_MARGIN_S = 30.0  # what the workers' summaries and the rows take after the last round, at most
+
 ROUND_FLOOR_S = 120.0  # a timed round may always take this long
 ROUND_FACTOR = 10.0  # ... or this many times the worker's slowest earlier round
 
@@ -467,7 +485,9 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
                             time.monotonic() - started, left)
                 break
             results.note_attempt(out_dir, target.workload.name, "started")
-            for row in run_target(settings, target, modes_for(target, modes), out_dir, Path(scratch), progress):
+            end_by = None if settings.end_after_s is None else started + settings.end_after_s
+            for row in run_target(settings, target, modes_for(target, modes), out_dir, Path(scratch), progress,
+                                  end_by):
                 results.append_row(out_dir, row)
             results.note_attempt(out_dir, target.workload.name, "finished")
     results.mark_latest(settings.experiment, settings.run_id, settings.results_dir)

@@ -6,7 +6,8 @@ with ``STOP_AFTER``), and what each call left is spread over ``rows.jsonl`` and
 ``--resume`` does (:func:`grace.bench.targets.pending`) and says, for each workload of the run's
 list, one of:
 
-- ``done``: a row for every mode it runs in, each ``ok``;
+- ``done``: a row for every mode it runs in, each ``ok`` (with ``K of N rounds`` where
+  ``--end-after`` left rounds out);
 - ``done, N failed``: a row for every mode, some of them ``error``, ``timeout`` or
   ``mismatch`` (named; ``--retry`` runs them again);
 - ``cut Nx``: started N times and never finished (a call's deadline), run after the others;
@@ -50,7 +51,10 @@ def statuses(targets: list[Target], modes: list[Mode], out_dir: Path) -> list[Wo
         if rows and all(rows):
             failed = [f"{r['mode']}: {r['status']}" for r in rows if r["status"] != "ok"]
             wall = max((r.get("workload_wall_s") or 0.0 for r in rows), default=0.0) or None
-            out.append(WorkloadStatus(name, "failed" if failed else "done", ", ".join(failed), wall))
+            short = [r["rounds"] for r in rows if r.get("rounds") and r["rounds"]["timed"] < r["rounds"]["planned"]]
+            # where --end-after left rounds out to write the rows in time
+            rounds = [f"{short[0]['timed']} of {short[0]['planned']} rounds"] if short else []
+            out.append(WorkloadStatus(name, "failed" if failed else "done", ", ".join(failed + rounds), wall))
         elif cuts[name] > 0:
             out.append(WorkloadStatus(name, "cut", f"{cuts[name]}x", None))
         else:

@@ -173,9 +173,10 @@ case "$STAGE" in
     # mode, too long one mode after another in a ten-minute call; the rows' compile times then overlap (Figure 13
     # wants a run without it), but for the memory-bound workloads, whose config lines start them a few at a time
     # (configs/workloads_single_gpu_25.txt); those marked first (DALLE2, TEFD, XLNET-T) start a call; no workload
-    # starts in the last four minutes, and a workload cut by the deadline runs again after the others
+    # starts in the last four minutes, each writes its rows before the deadline with fewer rounds where need
+    # be (at least 4), and a workload the deadline still cuts runs again after the others
     # shellcheck disable=SC2086
-    RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) bash scripts/run_single_gpu_experiments.sh \
+    RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
       ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
     ;;
   25)  # a training step's extra host time under GraCE split by its parts: the benchmark with --layers in PT2-CG,
