@@ -999,3 +999,6 @@ def test_status_says_per_workload_what_a_resumable_run_has_left(tmp_path: Path,
     env = "WORKLOADS=micro-mlp2,micro-mlp16,micro-eos,micro-ptr-1 MODES=eager,pt2-nocg "
     assert f"to go on: {env}RUN_ID=r " in printed and f"{env}RETRY=error,timeout,mismatch RUN_ID=r " in printed
     assert main(["--run-id", "nope", "--results-dir", str(tmp_path)]) == 2
+    (out.parent / "packed.tar.xz").write_bytes(b"")
+    assert main(["--run-id", "packed", "--results-dir", str(tmp_path)]) == 2
+    assert "grace.report.archive restore" in capsys.readouterr().err

@@ -95,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out_dir = args.results_dir / "raw" / args.experiment / args.run_id
     if not out_dir.is_dir():
-        print(f"grace.bench.status: no run {args.run_id} in {out_dir.parent}", file=sys.stderr)
+        packed = out_dir.with_name(out_dir.name + ".tar.xz")
+        hint = (f" (packed: `python -m grace.report.archive restore {out_dir}` unpacks it)"
+                if packed.is_file() else "")
+        print(f"grace.bench.status: no run {args.run_id} in {out_dir.parent}{hint}", file=sys.stderr)
         return 2
     try:
         targets, modes = resolve(args.workloads), parse_modes(args.modes)
