@@ -10,7 +10,7 @@ from pathlib import Path
 from grace.bench import options, results
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
-from grace.bench.runner import Interrupted, Settings, run
+from grace.bench.runner import MIN_ROUNDS, Interrupted, Settings, run
 from grace.bench.targets import first_first, pending, shard
 from grace.bench.timing_core import CoreClaim, allowed_cores, claim, hold
 from grace.bench.workloads import all_workloads
@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="start no new workload after this many seconds (finish with --resume)")
     parser.add_argument("--end-after", type=float, default=None, metavar="SECONDS",
-                        help="write every workload's rows within this many seconds: once it has timed 4 "
-                             "rounds, a workload begins no round that would end later (its rows say how "
-                             "many rounds of how many it timed)")
+                        help=f"write every workload's rows within this many seconds: once it has timed "
+                             f"{MIN_ROUNDS} rounds, a workload begins no round that would end later (its rows "
+                             f"say how many rounds of how many it timed)")
     parser.add_argument("--compile-together", action="store_true",
                         help="start every mode's worker at once, so their compilations overlap "
                              "(for workloads whose compiles do not fit a shard one after another)")
