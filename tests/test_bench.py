@@ -1002,3 +1002,36 @@ def test_status_says_per_workload_what_a_resumable_run_has_left(tmp_path: Path,
     (out.parent / "packed.tar.xz").write_bytes(b"")
     assert main(["--run-id", "packed", "--results-dir", str(tmp_path)]) == 2
     assert "grace.report.archive restore" in capsys.readouterr().err
+
+
+PINNED_POOL_CHILD = """
+import os, threading, torch
+from grace.bench.worker import pin_timing_thread
+cores = os.sched_getaffinity(0)
+pin_timing_thread(max(cores))
+torch.zeros(1 << 22).add_(1)  # a parallel CPU op after the pin, as a check's eager reference makes
+me = threading.get_native_id()
+others = []
+for task in os.listdir("/proc/self/task"):
+    if int(task) == me:
+        continue
+    with open(f"/proc/self/task/{task}/status") as f:
+        allowed = next(line.split(":", 1)[1].strip() for line in f if line.startswith("Cpus_allowed_list"))
+    others.append(allowed)
+print(len(cores), torch.get_num_threads(), os.sched_getaffinity(0) == {max(cores)}, others)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not Path("/proc/self/task").is_dir(),
+                    reason="needs two cores and Linux's /proc")
+def test_the_timing_thread_is_pinned_after_the_intra_op_pool_is_made() -> None:
+    """OpenMP threads inherit their maker's affinity: a pool made after the pin would share the
+    timing thread's one core (a compiled worker's eager check of XLNET-I took 2.5 s a sample)."""
+    import ast
+
+    out = subprocess.run([sys.executable, "-c", PINNED_POOL_CHILD], capture_output=True, text=True, check=True,
+                         cwd=REPO_ROOT).stdout.split(" ", 3)
+    cores, threads, pinned, others = int(out[0]), int(out[1]), out[2] == "True", ast.literal_eval(out[3])
+    assert pinned, "the calling thread runs on its one core"
+    assert threads >= 2 and len(others) >= threads - 1, "the pool's threads are there"
+    assert str(max(os.sched_getaffinity(0))) not in others, f"a thread shares the timing thread's core: {others}"

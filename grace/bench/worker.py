@@ -444,8 +444,7 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
         command = json.loads(line)
         if command["cmd"] == "run":
             if not pinned and args.pin_cpu >= 0:
-                # Only this (the timing) thread: compile workers and thread pools stay free.
-                os.sched_setaffinity(0, {args.pin_cpu})
+                pin_timing_thread(args.pin_cpu)
                 pinned = True
             phases = RoundPhases()
             if args.release_memory:
@@ -471,6 +470,26 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
             return
         else:
             raise ValueError(f"unknown command {command!r}")
+
+
+# elements of the parallel CPU op that makes torch's intra-op thread pool: far above its grain
+# (at::internal::GRAIN_SIZE, 32768), so that every thread of the pool takes part
+POOL_WARMING_ELEMENTS = 1 << 22
+
+
+def pin_timing_thread(core: int) -> None:
+    """Pin the calling (timing) thread to ``core``; compile workers and thread pools stay free.
+
+    OpenMP makes torch's intra-op pool at the first parallel CPU op, and its threads inherit the
+    affinity of the thread that makes it. Made after the pin, the whole pool would share the
+    timing thread's core and spin there: a parallel CPU op then took about 170 times as long on
+    the development machine (``scripts/probes/pinned_pool.py``), which made a compiled worker's
+    check of XLNET-I, whose eager reference computes positions on the CPU, take 2.5 s a sample.
+    So the pool is made first, with the process's cores."""
+    import torch
+
+    torch.zeros(POOL_WARMING_ELEMENTS).add_(1)
+    os.sched_setaffinity(0, {core})
 
 
 RUNNER_PID_ENV = "GRACE_BENCH_RUNNER_PID"  # the runner that started this worker (grace.bench.runner.worker_env)
