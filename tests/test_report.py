@@ -381,9 +381,10 @@ def test_baseline_table_keeps_listed_workloads_the_run_never_reached(tmp_path: P
 # --- judging against PT2-NoCG where eager is no reference ------------------------------------
 
 
-def _judged_row(mode: str, status: str, errors: dict[str, float] | None, base_us: float) -> dict:
+def _judged_row(mode: str, status: str, errors: dict[str, float] | None, base_us: float,
+                tolerance: float = 1e-4) -> dict:
     return {"workload": "VM", "mode": mode, "status": status, "samples_us": [base_us] * 5,
-            "check": {"errors_by_sample": errors} if errors is not None else {}}
+            "check": {"errors_by_sample": errors, "tolerance": tolerance} if errors is not None else {}}
 
 
 def test_where_pt2_nocg_differs_from_eager_a_mode_no_further_from_it_is_judged_right():
@@ -401,6 +402,12 @@ def test_where_pt2_nocg_differs_from_eager_a_mode_no_further_from_it_is_judged_r
     eager_ok = _judged_row("pt2-nocg", "ok", {"0": 0.0}, 400.0)
     assert judged_status(close, eager_ok) == "mismatch", "PT2-NoCG matched eager: eager stays the reference"
     assert judged_status(_judged_row("grace", "error", None, 1.0), nocg) == "error"
+    # DCGAN: PT2-NoCG equal to eager on a sample where the mode rounds within the check's tolerance
+    nocg_exact = _judged_row("pt2-nocg", "mismatch", {"0": 0.0, "25": 5.9e-3}, 400.0, tolerance=5e-3)
+    rounding = _judged_row("grace", "mismatch", {"0": 2.6e-4, "25": 5.9e-3}, 100.0, tolerance=5e-3)
+    assert judged_status(rounding, nocg_exact) == NOCG_REFERENCE
+    beyond = _judged_row("grace", "mismatch", {"0": 6e-3, "25": 5.9e-3}, 100.0, tolerance=5e-3)
+    assert judged_status(beyond, nocg_exact) == "mismatch", "past the tolerance where PT2-NoCG is exact"
 
     cells = by_key(speedup_cells([nocg, close, far], ["pt2-cg", "grace"]))
     assert cells[("VM", "grace")].ok and cells[("VM", "grace")].speedup == pytest.approx(4.0)
