@@ -115,6 +115,25 @@ def test_float64_run_arbitrates_rounding_but_not_wrong_data() -> None:
     assert check.judge_against_fp64(compiled, eager, other_masks), "no arbiter when eager misses it too"
 
 
+def test_eagers_second_run_arbitrates_its_own_variation_but_not_wrong_data() -> None:
+    eager = torch.randn(4096)
+    rerun = eager * (1 + 6e-5 * torch.randn(4096))  # atomics: eager differs from itself, within the tolerance
+    compiled = eager * (1 + 1.5e-4 * torch.randn(4096))  # past the tolerance (1e-4), within 3x eager's variation
+    failed = check.compare(compiled, eager)[1]
+    assert failed, "the float32 comparison alone fails"
+    assert not check.judge_against_rerun(compiled, eager, rerun, failed=failed), "within eager's own variation"
+    assert check.judge_against_rerun(compiled, eager, eager.clone(), failed=failed), \
+        "a deterministic eager repeats exactly and passes nothing"
+    stale = torch.randn(4096)
+    assert check.judge_against_rerun(stale, eager, rerun, failed=check.compare(stale, eager)[1]), "wrong data"
+    redrawn = torch.randn(4096)  # eager's rerun drew other random numbers: it judges nothing
+    assert check.judge_against_rerun(stale, eager, redrawn, failed=check.compare(stale, eager)[1])
+    labels = torch.tensor([1, 2, 3])
+    both = check.compare((compiled, labels + 1), (eager, labels))[1]
+    remaining = check.judge_against_rerun((compiled, labels + 1), (eager, labels), (rerun, labels), failed=both)
+    assert [m.where for m in remaining] == ["out[1]"], "an integer leaf keeps its verdict"
+
+
 def test_float64_run_judges_only_the_leaves_that_failed_in_float32() -> None:
     exact = torch.randn(4096, dtype=torch.float64)
     eager = (exact + 8e-5 * torch.randn(4096, dtype=torch.float64)).float()
@@ -144,7 +163,8 @@ def test_error_is_computed_in_bounded_float64_pieces(monkeypatch: pytest.MonkeyP
     assert check._tensor_error(a, b, check.TOLERANCE)[0] == float("inf"), "a NaN in the last piece"
 
 
-def test_worker_arbitrates_a_mismatch_with_a_float64_copy_of_the_model() -> None:
+def test_worker_arbitrates_a_mismatch_with_eagers_rerun_then_a_float64_copy_of_the_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from grace.bench.worker import Case
 
     case = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny")
@@ -152,6 +172,9 @@ def test_worker_arbitrates_a_mismatch_with_a_float64_copy_of_the_model() -> None
     ref = case.step(case.reference, case.reference, inputs)
     rounding = ref * (1 + 2e-7 * torch.randn_like(ref))
     mismatches = [check.Mismatch("out", "float32 says no")]
+    assert case._arbitrate(3, rounding, ref, False, mismatches) == []
+    assert (case.rerun_arbitrated, case.fp64_arbitrated, case.reference64) == (1, 0, None), "eager's rerun first"
+    monkeypatch.setattr(check, "judge_against_rerun", lambda out, ref, rerun, training, failed: failed)
     assert case._arbitrate(3, rounding, ref, False, mismatches) == []
     assert case.fp64_arbitrated == 1
     assert next(case.reference64.parameters()).dtype == torch.float64
@@ -294,7 +317,7 @@ def test_every_field_of_the_workers_summary_reaches_the_row() -> None:
     source = inspect.getsource(worker.Case.summary)
     sent = set(re.findall(r'^\s*"(\w+)":', source, re.M)) - {"summary", "graphs", "ok", "fallback_random",
                                                                "checked", "max_rel_err", "tolerance", "detail",
-                                                               "fp64_arbitrated", "no_fp64_reference",
+                                                               "rerun_arbitrated", "fp64_arbitrated", "no_fp64_reference",
                                                                "errors_by_sample"}
     assert sent and sent <= set(runner.SUMMARY_KEYS), sent - set(runner.SUMMARY_KEYS)
     row = runner.base_row(Settings(experiment="x", run_id="y"), Target(get("micro-mlp2"), 4), MODES["pt2-cg"])
