@@ -19,9 +19,10 @@
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
 #        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN
-#   STAGE=23 SRUN=<date>-sweep T=<left> bash .diag/device_session.sh
+#   STAGE=23 SRUN=<date>-sweep [TRUN=<date>-tests TESTS="scg pi_tree"] T=<left> bash .diag/device_session.sh
 #        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
-#        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows
+#        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows; with TRUN,
+#        the CUDA tests TESTS on the first GPU and the sweep on the others
 #   STAGE=25 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        a training step's host time under GraCE split by its per-call parts (the benchmark with --layers; the training
 #        probe per mode), and EOS's iteration under GraCE against PT2-NoCG (replay_overhead.py), on two GPUs; with SRUN,
@@ -175,9 +176,20 @@ case "$STAGE" in
     # (configs/workloads_single_gpu_25.txt); those marked first (DALLE2, TEFD, XLNET-T) start a call; no workload
     # starts in the last four minutes, each writes its rows before the deadline with fewer rounds where need
     # be (at least 4), and a workload the deadline still cuts runs again after the others
+    # With TRUN, the CUDA tests named in TESTS run on the first GPU, one file after another, and the sweep on the others.
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    if [ -n "${TRUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      ( for t in ${TESTS:-scg pi_tree}; do
+          CUDA_VISIBLE_DEVICES=${G[0]} timeout 300 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1
+        done ) &
+      G=("${G[@]:1}")
+    fi
     # shellcheck disable=SC2086
-    RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
+    CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) \
+      END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
       ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+    wait
     ;;
   25)  # a training step's extra host time under GraCE split by its parts: the benchmark with --layers in PT2-CG,
     # GraCE and GraCE without each per-call part (stale-output guard, gradient copies, lean replay) on the first GPU;
