@@ -497,10 +497,10 @@ def pin_timing_thread(core: int) -> None:
 
     OpenMP makes torch's intra-op pool at the first parallel CPU op, and its threads inherit the
     affinity of the thread that makes it. Made after the pin, the whole pool would share the
-    timing thread's core and spin there: a parallel CPU op then took about 170 times as long on
-    the development machine (``scripts/probes/pinned_pool.py``), which made a compiled worker's
-    check of XLNET-I, whose eager reference computes positions on the CPU, take 2.5 s a sample.
-    So the pool is made first, with the process's cores."""
+    timing thread's core and spin there, and a parallel CPU op would take about 170 times as long
+    (``scripts/probes/pinned_pool.py``): the first such ops of a compiled worker are often its
+    check's, in an eager reference that computes on the CPU what the compiled code moved to the
+    GPU (XLNet's positions). So the pool is made first, with the process's cores."""
     import torch
 
     torch.zeros(POOL_WARMING_ELEMENTS).add_(1)
