@@ -15,6 +15,7 @@ import signal
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -167,20 +168,21 @@ def test_worker_arbitrates_a_mismatch_with_eagers_rerun_then_a_float64_copy_of_t
         monkeypatch: pytest.MonkeyPatch) -> None:
     from grace.bench.worker import Case
 
-    case = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny")
-    inputs = case.inputs(3)
-    ref = case.step(case.reference, case.reference, inputs)
+    case = Case(get("micro-mlp2"), MODES["pt2-nocg"], "cpu", 4, "tiny")
+    twin = case.reference
+    ref = case.step(twin.model, twin.model, case.inputs(3))
     rounding = ref * (1 + 2e-7 * torch.randn_like(ref))
     mismatches = [check.Mismatch("out", "float32 says no")]
-    assert case._arbitrate(3, rounding, ref, False, mismatches) == []
-    assert (case.rerun_arbitrated, case.fp64_arbitrated, case.reference64) == (1, 0, None), "eager's rerun first"
+    assert twin.arbitrate(3, rounding, ref, mismatches) == []
+    assert (twin.rerun_arbitrated, twin.fp64_arbitrated, twin.model64) == (1, 0, None), "eager's rerun first"
     monkeypatch.setattr(check, "judge_against_rerun", lambda out, ref, rerun, training, failed: failed)
-    assert case._arbitrate(3, rounding, ref, False, mismatches) == []
-    assert case.fp64_arbitrated == 1
-    assert next(case.reference64.parameters()).dtype == torch.float64
-    assert next(case.reference.parameters()).dtype == torch.float32, "the float32 twin is untouched"
-    assert case._arbitrate(3, torch.zeros_like(ref), ref, False, mismatches), "zeros are wrong data"
-    assert case.fp64_arbitrated == 1
+    assert twin.arbitrate(3, rounding, ref, mismatches) == []
+    assert twin.fp64_arbitrated == 1
+    assert next(twin.model64.parameters()).dtype == torch.float64
+    assert next(twin.model.parameters()).dtype == torch.float32, "the float32 twin is untouched"
+    assert twin.arbitrate(3, torch.zeros_like(ref), ref, mismatches), "zeros are wrong data"
+    assert twin.fp64_arbitrated == 1
+    assert Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny").reference is None, "eager is not checked"
 
 def test_with_distinct_inputs_timed_samples_cycle_over_inputs_the_warm_up_ran_four_times_each() -> None:
     """A workload whose shapes follow its data (VM's detections) records new graphs for each new
@@ -226,12 +228,12 @@ def test_a_timed_sample_runs_inner_iterations_on_their_own_inputs_and_checks_the
     from grace.bench.worker import Case
 
     case = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny")
-    case.mode = MODES["pt2-nocg"]  # a compiled mode's sample is checked; the model stays eager
     stepped: list[torch.Tensor] = []
     checked: list[tuple[int, torch.Tensor]] = []
     step = case.step
     case.step = lambda fn, module, inputs: stepped.append(inputs[0]) or step(fn, module, inputs)
-    case._check = lambda sample, out: checked.append((sample, out))
+    # a compiled mode's sample is checked against its eager twin; the model stays eager here
+    case.reference = types.SimpleNamespace(check=lambda sample, out: checked.append((sample, out)))
     assert case.timed(2, inner=3) > 0
     assert [torch.equal(x, case.inputs(s)[0]) for x, s in zip(stepped, (6, 7, 8))] == [True] * 3
     assert [s for s, _ in checked] == [8]
@@ -244,7 +246,6 @@ def test_with_check_after_no_check_runs_between_timed_samples_and_each_checks_it
     from grace.bench.worker import Case
 
     case = Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny", check_after=True)
-    case.mode = MODES["pt2-nocg"]  # a compiled mode's sample is checked; the model stays eager
     events: list[str] = []
     outputs: list[torch.Tensor] = []
     step = case.step
@@ -258,7 +259,8 @@ def test_with_check_after_no_check_runs_between_timed_samples_and_each_checks_it
 
     case.step = stepping
     checked: list[tuple[int, torch.Tensor]] = []
-    case._check = lambda sample, out: events.append("check") or checked.append((sample, out))
+    # a compiled mode's sample is checked against its eager twin; the model stays eager here
+    case.reference = types.SimpleNamespace(check=lambda sample, out: events.append("check") or checked.append((sample, out)))
     for sample in (0, 1, 2):
         case.timed(sample)
     for out in outputs:
@@ -945,11 +947,11 @@ def test_dcgan_runs_in_float64_for_the_check() -> None:
     """The float64 arbiter runs the model converted to float64; DCGAN's BCE labels follow the
     images' dtype, so its losses (and their gradients) can be computed there."""
     from grace.bench import workloads
-    from grace.bench.worker import _as_float64
+    from grace.bench.reference import as_float64
 
     w = workloads.get("DCGAN")
-    model = _as_float64(w.build("cpu", 2, size="tiny"))
-    loss = w.loss(model(*_as_float64(w.inputs(model, 0, "cpu", 2, size="tiny"))))
+    model = as_float64(w.build("cpu", 2, size="tiny"))
+    loss = w.loss(model(*as_float64(w.inputs(model, 0, "cpu", 2, size="tiny"))))
     loss.backward()
     assert loss.dtype == torch.float64
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import json
 import logging
 import faulthandler
@@ -47,6 +46,7 @@ from typing import IO, Any, Callable
 from grace.bench import check, options
 from grace.bench.modes import MODES, Mode
 from grace.bench.precision import exact_float32
+from grace.bench.reference import Reference, as_float64
 from grace.bench.workloads import Workload, get
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
@@ -114,20 +114,13 @@ class Case:
             inductor_config.fallback_random = True
         torch.manual_seed(0)
         model = workload.build(device, batch_size, size)
-        self.reference = copy.deepcopy(model) if mode.compiled and isinstance(model, torch.nn.Module) else model
+        # the eager twin every timed output of a compiled mode is checked against (none in eager)
+        self.reference = (Reference(model, self._run_reference, workload.kind == "training", workload.stochastic)
+                          if mode.compiled else None)
         self.model = model
         self.fn: Callable[..., Any] = (
             torch.compile(model, mode=mode.compile_mode) if mode.compiled else model)
-        self.checked = 0
-        self.worst_error = 0.0
-        self.errors_by_sample: dict[str, float | str] = {}  # for judging against PT2-NoCG (grace.report.judge)
-        self.mismatches: list[str] = []
         self.peak_mem = 0
-        self.tolerance = 0.0
-        self.reference64: Any = None  # built on the first float32 mismatch
-        self.rerun_arbitrated = 0  # samples within eager's own run-to-run variation
-        self.fp64_arbitrated = 0  # samples the float64 run found to be rounding
-        self.no_fp64 = ""  # why no float64 run could be made, if none could
         self._sleep_cycles = 1 << 20  # gpu_timed's head start for the host: about 0.6 ms on an H100
         self._last_gpu_inputs: tuple = ()  # held until the next gpu_timed call has made its own
         self.check_after = check_after
@@ -225,17 +218,17 @@ class Case:
         elapsed = (time.perf_counter() - start) * 1e6 / inner
         if self.cuda:
             self.peak_mem = max(self.peak_mem, torch.cuda.max_memory_allocated())
-        if self.mode.compiled:
+        if self.reference is not None:
             if self.check_after:
                 self._unchecked.append((samples[-1], check.kept(out)))
             else:
-                self._check(samples[-1], out)
+                self.reference.check(samples[-1], out)
         return elapsed
 
     def check_kept(self) -> None:
         """Check the outputs :meth:`timed` kept under ``check_after``, oldest first."""
         while self._unchecked:
-            self._check(*self._unchecked.pop(0))
+            self.reference.check(*self._unchecked.pop(0))
 
     def gpu_timed(self, sample: int) -> float | None:
         """Microseconds of device time of one iteration on input ``sample``; None if it
@@ -292,53 +285,12 @@ class Case:
         del out
         return clock.exclusive_us()
 
-    def _check(self, sample: int, out: Any) -> None:
-        # Fresh inputs: the compiled step may have updated its own in place (pyhpc's TKE does).
+    def _run_reference(self, module: Any, sample: int, float64: bool) -> Any:
+        """One seeded step of the eager twin ``module`` on ``sample``'s fresh inputs, in float64
+        when asked (:class:`grace.bench.reference.Reference`)."""
         self.seed(sample)
-        ref = self.step(self.reference, self.reference, self.inputs(sample))
-        training = self.workload.kind == "training"
-        err, mismatches = check.compare(out, ref, training)
-        if mismatches:
-            mismatches = self._arbitrate(sample, out, ref, training, mismatches)
-        self.checked += 1
-        self.worst_error = max(self.worst_error, err)
-        self.errors_by_sample[str(sample)] = err if err != float("inf") else "inf"
-        self.tolerance = max(self.tolerance, check.tolerance_for(ref, training))
-        for m in mismatches:
-            if len(self.mismatches) < 5:
-                self.mismatches.append(f"sample {sample}: {m}")
-
-    def _arbitrate(self, sample: int, out: Any, ref: Any, training: bool,
-                   mismatches: list[check.Mismatch]) -> list[check.Mismatch]:
-        """Mismatches that remain once eager's second run of the sample, then a float64 run of
-        it, judge them (see :mod:`check`)."""
-        from grace.bench.draws import Float32Draws
-
-        try:
-            self.seed(sample)
-            rerun = self.step(self.reference, self.reference, self.inputs(sample))
-        except RuntimeError:  # out of memory beside the kept outputs: the float64 run judges alone
-            rerun = None
-        if rerun is not None:
-            remaining = check.judge_against_rerun(out, ref, rerun, training, failed=mismatches)
-            del rerun
-            if not remaining:
-                self.rerun_arbitrated += 1
-                return remaining
-            mismatches = remaining
-        try:
-            if self.reference64 is None:
-                self.reference64 = _as_float64(copy.deepcopy(self.reference))
-            self.seed(sample)
-            with Float32Draws() if self.workload.stochastic else contextlib.nullcontext():
-                ref64 = self.step(self.reference64, self.reference64, _as_float64(self.inputs(sample)))
-        except Exception as e:  # a model with float32 baked in cannot run in float64: keep the verdict
-            self.no_fp64 = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            return mismatches
-        remaining = check.judge_against_fp64(out, ref, ref64, training, failed=mismatches)
-        if not remaining:
-            self.fp64_arbitrated += 1
-        return remaining
+        inputs = self.inputs(sample)
+        return self.step(module, module, as_float64(inputs) if float64 else inputs)
 
     def coverage(self, iterations: int) -> dict[str, Any]:
         """Kernels that ran inside CUDA graphs over ``iterations`` profiled steps (Table 2), untimed."""
@@ -377,34 +329,9 @@ class Case:
             "cuda_graphs": count_cuda_graphs() if self.cuda else 0,
             "cudagraph_skips": skips.skips,
             "partition_reasons": skips.partition_reasons,
-            "check": {
-                "ok": not self.mismatches,
-                "fallback_random": self.workload.stochastic and self.mode.compiled,
-                "checked": self.checked,
-                "max_rel_err": self.worst_error if self.worst_error != float("inf") else "inf",
-                "errors_by_sample": self.errors_by_sample,
-                "tolerance": self.tolerance,
-                "detail": "; ".join(self.mismatches),
-                "rerun_arbitrated": self.rerun_arbitrated,
-                "fp64_arbitrated": self.fp64_arbitrated,
-                "no_fp64_reference": self.no_fp64,
-            },
+            "check": (self.reference.summary(fallback_random=self.workload.stochastic)
+                      if self.reference is not None else Reference.unchecked()),
         }
-
-
-def _as_float64(value: Any) -> Any:
-    """A module or nested inputs with every float32 tensor (parameters, buffers) in float64."""
-    import torch
-
-    if isinstance(value, torch.nn.Module):
-        return value.to(torch.float64)
-    if isinstance(value, torch.Tensor):
-        return value.to(torch.float64) if value.dtype == torch.float32 else value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_as_float64(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _as_float64(v) for k, v in value.items()}
-    return value
 
 
 def count_cuda_graphs() -> int:
