@@ -320,7 +320,7 @@ def test_every_field_of_the_workers_summary_reaches_the_row() -> None:
     sent = set(re.findall(r'^\s*"(\w+)":', source, re.M)) - {"summary", "graphs", "ok", "fallback_random",
                                                                "checked", "max_rel_err", "tolerance", "detail",
                                                                "rerun_arbitrated", "fp64_arbitrated", "no_fp64_reference",
-                                                               "errors_by_sample"}
+                                                               "errors_by_sample", "failed_samples"}
     assert sent and sent <= set(runner.SUMMARY_KEYS), sent - set(runner.SUMMARY_KEYS)
     row = runner.base_row(Settings(experiment="x", run_id="y"), Target(get("micro-mlp2"), 4), MODES["pt2-cg"])
     assert set(runner.SUMMARY_KEYS) <= set(row), "every summary field has a place in every row, error rows too"
@@ -538,6 +538,7 @@ def test_failures_become_rows_and_the_run_goes_on(tmp_path: Path, faulty: None) 
     assert by_name["test-drift"]["status"] == "mismatch"
     assert "outputs differ from eager" in by_name["test-drift"]["error"]
     assert by_name["test-drift"]["samples_us"], "a mismatch still reports its timings"
+    assert by_name["test-drift"]["check"]["failed_samples"] == ["0", "1", "2", "3"], "each sample drifted"
     assert by_name["test-hang"]["status"] == "timeout"
     hang_log = (tmp_path / "raw" / "cpu_test" / "r1" / "logs" / "test-hang.pt2-nocg.log").read_text()
     assert "faulty_workloads.py" in hang_log and "in inputs" in hang_log, "the stack where it hung"

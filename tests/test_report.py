@@ -408,6 +408,11 @@ def test_where_pt2_nocg_differs_from_eager_a_mode_no_further_from_it_is_judged_r
     assert judged_status(rounding, nocg_exact) == NOCG_REFERENCE
     beyond = _judged_row("grace", "mismatch", {"0": 6e-3, "25": 5.9e-3}, 100.0, tolerance=5e-3)
     assert judged_status(beyond, nocg_exact) == "mismatch", "past the tolerance where PT2-NoCG is exact"
+    # rows that name their failed samples: a sample an arbiter passed is right whatever its error
+    beyond["check"]["failed_samples"] = ["25"]
+    assert judged_status(beyond, nocg_exact) == NOCG_REFERENCE
+    beyond["check"]["failed_samples"] = ["0", "25"]
+    assert judged_status(beyond, nocg_exact) == "mismatch"
 
     cells = by_key(speedup_cells([nocg, close, far], ["pt2-cg", "grace"]))
     assert cells[("VM", "grace")].ok and cells[("VM", "grace")].speedup == pytest.approx(4.0)

@@ -40,6 +40,7 @@ class Reference:
         self.checked = 0
         self.worst_error = 0.0
         self.errors_by_sample: dict[str, float | str] = {}  # for judging against PT2-NoCG (grace.report.judge)
+        self.failed_samples: list[str] = []  # the samples that failed, arbiters included
         self.mismatches: list[str] = []
         self.tolerance = 0.0
         self.rerun_arbitrated = 0  # samples within eager's own run-to-run variation
@@ -56,6 +57,8 @@ class Reference:
         self.worst_error = max(self.worst_error, err)
         self.errors_by_sample[str(sample)] = err if err != float("inf") else "inf"
         self.tolerance = max(self.tolerance, check.tolerance_for(ref, self._training))
+        if mismatches:
+            self.failed_samples.append(str(sample))
         for m in mismatches:
             if len(self.mismatches) < MISMATCHES_KEPT:
                 self.mismatches.append(f"sample {sample}: {m}")
@@ -98,6 +101,7 @@ class Reference:
             "checked": self.checked,
             "max_rel_err": self.worst_error if self.worst_error != float("inf") else "inf",
             "errors_by_sample": self.errors_by_sample,
+            "failed_samples": self.failed_samples,
             "tolerance": self.tolerance,
             "detail": "; ".join(self.mismatches),
             "rerun_arbitrated": self.rerun_arbitrated,
