@@ -25,10 +25,13 @@ def schema_reads_random_state(schema: Any) -> bool:
 def operator_reads_random_state(qualified_name: str) -> bool:
     """Whether ATen-style operator ``namespace.name`` (as generated code calls it:
     ``aten._scaled_dot_product_efficient_attention_backward``) reads saved random-number state
-    in any overload; False for a name that resolves to no operator."""
+    in any overload; False for a name that resolves to no operator, or names none (a Triton
+    kernel's, ``triton_poi_fused_add_0``)."""
     import torch
 
     namespace, _, name = qualified_name.partition(".")
+    if not name:  # a Triton kernel or an extern kernel: not an operator
+        return False
     try:
         packet = getattr(getattr(torch.ops, namespace), name)
         overloads = [getattr(packet, o) for o in packet.overloads()]

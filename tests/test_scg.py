@@ -456,6 +456,8 @@ def test_a_backward_reading_its_forwards_saved_philox_state_keeps_its_graph_unpr
 
 
 def test_which_operators_read_saved_random_state() -> None:
+    import torch
+
     from grace.random_state import operator_reads_random_state
 
     for reads in ("aten._scaled_dot_product_efficient_attention_backward", "aten._efficient_attention_backward",
@@ -464,8 +466,9 @@ def test_which_operators_read_saved_random_state() -> None:
         assert operator_reads_random_state(reads), reads
     for other in ("aten.native_dropout", "aten.native_dropout_backward", "aten.mm",
                   "aten._scaled_dot_product_efficient_attention", "aten.no_such_operator", "no_namespace.op",
-                  "_c10d_functional.all_reduce_"):
+                  "_c10d_functional.all_reduce_", "triton_poi_fused_add_0", "mm"):
         assert not operator_reads_random_state(other), other
+    assert "triton_poi_fused_add_0" not in vars(torch.ops), "a kernel's name makes no operator namespace"
 
 
 def test_scg_profiles_the_pi_strategies_it_is_given_and_records_with_the_one_it_chose() -> None:
