@@ -13,12 +13,12 @@
 # STOP_AFTER starts no new workload after that many seconds, so one call of a machine lent for
 # ten minutes ends in time; the next call with the same RUN_ID goes on. END_AFTER has every
 # workload write its rows within that many seconds, with fewer rounds (at least 4) where need
-# be. SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress, with the time left, is printed
-# as workloads finish. WORKLOADS=micro runs the eight micro-workloads only (minutes). Extra
-# arguments go to `python -m grace.bench`. On a machine of several GPUs, without SHARD or
-# SHARDS, each visible GPU runs its own shard side by side through scripts/run_sharded.sh
-# (CUDA_VISIBLE_DEVICES picks them; PER_GPU=0 runs one shard after another on the first
-# instead): every workload's modes still interleave on one GPU.
+# be. SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress,
+# with the time left, is printed as workloads finish. WORKLOADS=micro runs the eight
+# micro-workloads only (minutes). Extra arguments go to `python -m grace.bench`. On a machine
+# of several GPUs, without SHARD or SHARDS, each visible GPU runs its own shard side by side
+# through scripts/run_sharded.sh (CUDA_VISIBLE_DEVICES picks them; PER_GPU=0 runs one shard
+# after another on the first instead): every workload's modes still interleave on one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check_gpu.sh

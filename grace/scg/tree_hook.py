@@ -28,9 +28,10 @@ Invariants
   with the switches as they are.
 - In training, forward graphs always keep their graph (:data:`TRAINING_FORWARD_RULE`); the
   backward graphs are decided by profile, but for those that read random-number state their
-  captured forward saved (:data:`RANDOM_STATE_RULE`): outside a capture they would crash. Inference graphs are decided by profile, but for
-  graphs that launch collectives (:data:`COLLECTIVES_RULE`): every rank must run the same
-  collectives, so no rank runs them in a profile.
+  captured forward saved (:data:`RANDOM_STATE_RULE`): outside a capture they would crash.
+  Inference graphs are decided by profile, but for graphs that launch collectives
+  (:data:`COLLECTIVES_RULE`): every rank must run the same collectives, so no rank runs them in
+  a profile.
 - Each function is decided once per tree. A function decided for a graph that is recorded again
   later (a new path, new static addresses) is recorded again as in stock PyTorch.
 - Profiling never touches the tree. The graph choice is timed on a private
