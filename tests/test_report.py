@@ -30,8 +30,8 @@ import pytest
 
 from grace.paths import REPO_ROOT
 from grace.report import __main__ as cli
-from grace.report.figures import (ReportError, draw_figure10, draw_figure11, figure10,
-                                  figure10_cells, figure11, figure11_cells, load_run,
+from grace.report.figures import (FIG11_MODES, ReportError, common_workloads, draw_figure10, draw_figure11,
+                                  figure10, figure10_cells, figure11, figure11_cells, load_run,
                                   paired_ratios, pt2_cg_speedups, speedup_cells)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "bench_rows.jsonl"
@@ -107,24 +107,48 @@ def test_geomean_uses_only_workloads_where_both_rows_are_ok(rows):
     fig10 = by_key(figure10_cells(rows))
     assert fig10["geomean", "pt2-cg"].speedup == pytest.approx((1.6 * 1.25) ** 0.5)  # attn errored
     assert fig10["geomean", "grace"].speedup == pytest.approx((4.0 * 3.0 * 2.0) ** (1 / 3))
-    fig11 = by_key(figure11_cells(rows))
-    assert fig11["geomean", "grace-cgct"].speedup == pytest.approx((2.0 * 2.0 * 0.8) ** (1 / 3))
-    assert fig11["geomean", "grace-cgct-pi"].speedup == pytest.approx((2.5 * 3.0) ** 0.5)  # mismatch out
     assert pt2_cg_speedups(rows)["geomean"] == pytest.approx(2 ** 0.5)
+
+
+def test_figure_11_bars_are_geomeans_over_the_workloads_every_bar_ran_correctly(rows):
+    """micro-item's "+PI" row is a mismatch: every bar's geomean leaves micro-item out, CGCT's
+    too, so that the bars compare one set (micro-eos, micro-attn-numpy); PT2-CG's bottom
+    segment is over those of them it ran (micro-eos: it raised on micro-attn-numpy)."""
+    fig11 = by_key(figure11_cells(rows))
+    assert fig11["micro-item", "grace-cgct"].ok
+    assert fig11["geomean", "grace-cgct"].speedup == pytest.approx((2.0 * 2.0) ** 0.5)
+    assert fig11["geomean", "grace-cgct-pi"].speedup == pytest.approx((2.5 * 3.0) ** 0.5)
+    assert fig11["geomean", "grace-no-lean"].speedup == pytest.approx((4.0 * 3.0) ** 0.5)
+    assert common_workloads(figure11_cells(rows), FIG11_MODES) == {"micro-eos", "micro-attn-numpy"}
+    assert pt2_cg_speedups(rows, {"micro-eos", "micro-attn-numpy"})["geomean"] == pytest.approx(1.6)
 
 
 def test_figure_11_places_a_grace_row_by_the_lean_replay_it_ran_with(rows):
     """A GraCE row without recorded switches (the fixture's, from before lean replay was on by
     default) or with lean replay off is the "+SCG" bar; one that ran with it is the fourth."""
     fig11 = by_key(figure11_cells(rows))
-    assert fig11["geomean", "grace-no-lean"].speedup == pytest.approx((4.0 * 3.0 * 2.0) ** (1 / 3))
+    assert fig11["micro-item", "grace-no-lean"].speedup == pytest.approx(2.0)
     assert not fig11["geomean", "grace"].ok, "no row ran with lean replay"
     lean = [{**r, "switches": {"GRACE_LEAN_REPLAY": "1"}} if r["mode"] == "grace" else r for r in rows]
     fig11 = by_key(figure11_cells(lean))
-    assert fig11["geomean", "grace"].speedup == pytest.approx((4.0 * 3.0 * 2.0) ** (1 / 3))
+    assert fig11["micro-item", "grace"].speedup == pytest.approx(2.0)
+    assert fig11["geomean", "grace"].speedup == pytest.approx((4.0 * 3.0) ** 0.5)
     assert not fig11["geomean", "grace-no-lean"].ok
     off = [{**r, "switches": {"GRACE_LEAN_REPLAY": "0"}} for r in rows]
     assert by_key(figure11_cells(off))["geomean", "grace-no-lean"].ok
+
+
+def test_figure_11_keeps_a_failed_grace_row_at_lean_replay_in_a_run_that_also_ran_grace_no_lean(rows):
+    """A worker that fails before it reports its switches leaves a row without them; where the
+    run has ``grace-no-lean`` rows of its own, that row is the fourth bar's failure and must not
+    take the place of the "+SCG" row."""
+    no_lean = [{**r, "mode": "grace-no-lean", "switches": {"GRACE_LEAN_REPLAY": "0"}} for r in rows
+               if r["mode"] == "grace"]
+    failed = [{**r, "status": "error", "switches": None} if r["mode"] == "grace" and r["workload"] == "micro-eos"
+              else {**r, "switches": {"GRACE_LEAN_REPLAY": "1"}} if r["mode"] == "grace" else r for r in rows]
+    fig11 = by_key(figure11_cells(failed + no_lean))
+    assert fig11["micro-eos", "grace-no-lean"].ok
+    assert fig11["micro-eos", "grace"].status == "error"
 
 
 def test_geomean_spread_is_over_per_round_geomeans(rows):

@@ -132,7 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {path}")
     print()
     print(f"speedup over PT2-NoCG ({rows[0].get('experiment', '?')}, run {rows[0].get('run_id', '?')}):")
-    print(figures.speedup_table(rows if args.figure == "figure10" else [figures.fig11_row(r) for r in rows], modes))
+    if args.figure == "figure10":
+        print(figures.speedup_table(rows, modes))
+    else:
+        print(figures.speedup_table(figures.figure11_rows(rows), modes, common=True))
     return 0
 
 

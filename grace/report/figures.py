@@ -195,6 +195,23 @@ def with_geomeans(cells: list[Cell], modes: Iterable[str]) -> list[Cell]:
     return cells + [geomean_cell(cells, mode) for mode in modes]
 
 
+def common_workloads(cells: Iterable[Cell], modes: Iterable[str]) -> set[str]:
+    """The workloads ok in every one of ``modes`` that is ok anywhere (a mode with no row, such
+    as lean replay's bar in a run from before it, does not empty the set)."""
+    cells = [c for c in cells if c.workload != GEOMEAN]
+    ok = {(c.workload, c.mode) for c in cells if c.ok}
+    present = [m for m in modes if any(mode == m for _, mode in ok)]
+    return {c.workload for c in cells if all((c.workload, m) in ok for m in present)}
+
+
+def with_common_geomeans(cells: list[Cell], modes: Iterable[str]) -> list[Cell]:
+    """``cells`` and a geomean per mode over the same workloads (:func:`common_workloads`): an
+    ablation's bars compare one set of workloads, not each bar its own."""
+    modes = list(modes)
+    common = common_workloads(cells, modes)
+    return cells + [geomean_cell([c for c in cells if c.workload in common], mode) for mode in modes]
+
+
 # ---------------------------------------------------------------------------------------------
 # Figures
 
@@ -211,7 +228,8 @@ def figure10(rows: Sequence[dict], out_dir_figures: Path = FIGURES_DIR,
 def figure11(rows: Sequence[dict], out_dir_figures: Path = FIGURES_DIR,
              out_dir_processed: Path = RESULTS_DIR / "processed") -> list[Path]:
     """The ablation: CGCT, +PI, +SCG over PT2-NoCG, each stacked on PT2-CG's speedup."""
-    cells, cg = figure11_cells(rows), pt2_cg_speedups(rows)
+    cells = figure11_cells(rows)
+    cg = pt2_cg_speedups(rows, common_workloads(cells, FIG11_MODES))
     records = [_fig11_record(c, cg.get(c.workload)) for c in cells]
     csv_path = _write_csv(Path(out_dir_processed) / "figure11.csv", _fig11_header(), records)
     return _save(draw_figure11(rows, cells, cg), Path(out_dir_figures), "figure11") + [csv_path]
@@ -222,25 +240,35 @@ def figure10_cells(rows: Sequence[dict]) -> list[Cell]:
 
 
 def figure11_cells(rows: Sequence[dict]) -> list[Cell]:
-    rows = [fig11_row(r) for r in rows]
-    return with_geomeans(speedup_cells(rows, FIG11_MODES), FIG11_MODES)
+    """Figure 11's cells; each bar's geomean is over the workloads every bar ran correctly."""
+    return with_common_geomeans(speedup_cells(figure11_rows(rows), FIG11_MODES), FIG11_MODES)
 
 
-def fig11_row(row: dict) -> dict:
+def figure11_rows(rows: Sequence[dict]) -> list[dict]:
+    """The run's rows, each ``grace`` row under the bar it ran as (:func:`fig11_row`)."""
+    split = any(r.get("mode") == "grace-no-lean" for r in rows)
+    return [fig11_row(r, split) for r in rows]
+
+
+def fig11_row(row: dict, split: bool = False) -> dict:
     """``row`` as Figure 11 places it: a ``grace`` row that ran without lean replay is the "+SCG"
-    bar (``grace-no-lean``), not the fourth. A row records the switches its worker ran with;
-    one without them comes from before lean replay was on by default, when every benchmark mode
-    ran with it off."""
+    bar (``grace-no-lean``), not the fourth. A row records the switches its worker ran with. One
+    without them is a worker that failed before it said, in a run (``split``) that also ran
+    ``grace-no-lean`` and so lean replay in ``grace``; or a row from before lean replay was on by
+    default, when every benchmark mode ran with it off."""
     if row.get("mode") != "grace":
         return row
-    switches = row.get("switches") or {}
-    return row if switches.get("GRACE_LEAN_REPLAY") == "1" else {**row, "mode": "grace-no-lean"}
+    switches = row.get("switches")
+    lean = switches.get("GRACE_LEAN_REPLAY") == "1" if switches else split
+    return row if lean else {**row, "mode": "grace-no-lean"}
 
 
-def pt2_cg_speedups(rows: Sequence[dict]) -> dict[str, float]:
-    """Workload (and "geomean") -> PT2-CG's ok speedup: the bottom segments of Figure 11."""
-    cells = with_geomeans(speedup_cells(rows, [PT2_CG]), [PT2_CG])
-    return {c.workload: c.speedup for c in cells if c.ok}
+def pt2_cg_speedups(rows: Sequence[dict], geomean_over: set[str] | None = None) -> dict[str, float]:
+    """Workload (and "geomean") -> PT2-CG's ok speedup: the bottom segments of Figure 11; the
+    geomean over ``geomean_over`` (the bars' workloads) where given, else over every ok one."""
+    cells = speedup_cells(rows, [PT2_CG])
+    chosen = cells if geomean_over is None else [c for c in cells if c.workload in geomean_over]
+    return {c.workload: c.speedup for c in [*cells, geomean_cell(chosen, PT2_CG)] if c.ok}
 
 
 def draw_figure10(rows: Sequence[dict], cells: Sequence[Cell]) -> Figure:
@@ -275,7 +303,10 @@ def draw_figure11(rows: Sequence[dict], cells: Sequence[Cell], cg: dict[str, flo
         for cell in (c for c in cells if c.mode == mode):
             x = groups.index(cell.workload) + offset
             _draw_stacked_cell(ax, x, width, cell, cg.get(cell.workload), mode, label)
+    common = len(common_workloads(cells, FIG11_MODES))
     _finish(fig, ax, groups, rows, "Figure 11: ablation, speedup over PT2-NoCG")
+    ax.set_xticks(range(len(groups)), groups[:-1] + [f"geomean of the {common}\nevery bar ran"],
+                  rotation=30, ha="right")
     return fig
 
 
@@ -428,9 +459,10 @@ def _write_csv(path: Path, header: list[str], records: list[list[Any]]) -> Path:
     return path
 
 
-def speedup_table(rows: Sequence[dict], modes: dict[str, str]) -> str:
-    """A text table: a line per workload (and geomean), a column per mode's speedup."""
-    cells = with_geomeans(speedup_cells(rows, modes), modes)
+def speedup_table(rows: Sequence[dict], modes: dict[str, str], common: bool = False) -> str:
+    """A text table: a line per workload (and geomean), a column per mode's speedup; with
+    ``common``, every geomean over the same workloads (:func:`with_common_geomeans`)."""
+    cells = (with_common_geomeans if common else with_geomeans)(speedup_cells(rows, modes), modes)
     by_key = {(c.workload, c.mode): c for c in cells}
     width = max([len("workload")] + [len(c.workload) for c in cells])
     lines = [f"{'workload':<{width}}  " + "  ".join(f"{label:>11}" for label in modes.values())]
