@@ -27,6 +27,9 @@
 #        a training step's host time under GraCE split by its per-call parts (the benchmark with --layers; the training
 #        probe per mode), and EOS's iteration under GraCE against PT2-NoCG (replay_overhead.py), on two GPUs; with SRUN,
 #        the sweep goes on over the others
+#   STAGE=27 PRUN=<date> T=<left> bash .diag/device_session.sh
+#        BERT's compile under PT2-CG and GraCE-CGCT with race-free kernels on and off (the benchmark, one GPU each);
+#        the program of seed 28784022 under all-lean-copy with the tree's probes, and with lean replay, PI, CGCT off
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -46,7 +49,8 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
        results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) \
     $( [ "$STAGE" = 23 ] || [ "$STAGE" = 25 ] && echo results/raw/single_gpu/${SRUN:-none} ) \
-    $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) 2>/dev/null
+    $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
+    $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
 T=$((T - 20))
@@ -224,6 +228,31 @@ case "$STAGE" in
       CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:2}") RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
         bash scripts/run_single_gpu_experiments.sh ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
     fi
+    wait
+    ;;
+  27)  # BERT's backward compiles for six minutes under GraCE against seven seconds under PT2-CG: the benchmark
+    # with race-free kernels on (the default) and off, one GPU each, fresh caches, GraCE's info log (the
+    # autotuner's left-out configurations and compiled variants); and the stale reads of seed 28784022 under
+    # all-lean-copy, with the tree's probes, then with lean replay, PI and CGCT off in turn, on the other GPUs
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    for rf in 1 0; do
+      CUDA_VISIBLE_DEVICES=${G[$(( (1 - rf) % ${#G[@]} ))]} GRACE_RACE_FREE_KERNELS=$rf GRACE_LOGS=info \
+        timeout $(( $(left) - 30 )) "$PY" -m grace.bench --workloads BERT --modes pt2-cg,grace-cgct --repeat 8 \
+        --timeout 540 --gpu-time --compile-together --experiment compile_probe --run-id "${PRUN}-bert-rf$rf" \
+        > "$P/bert_compile.race_free$rf.log" 2>&1 &
+    done
+    ALC="GRACE_DISABLE=0 GRACE_COPY_GRADS=1 GRACE_CGCT=1 GRACE_PI=1 GRACE_SCG=1 GRACE_SCG_FORCE=graph GRACE_LEAN_REPLAY=1"
+    KINDS=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
+    n=2
+    for variant in as-run lean-off pi-off cgct-off; do
+      case $variant in as-run) E="";; lean-off) E="GRACE_LEAN_REPLAY=0";; pi-off) E="GRACE_PI=0";; cgct-off) E="GRACE_CGCT=0";; esac
+      probe=""; [ $variant = as-run ] && probe="--probe trace,guard,outputs"
+      # shellcheck disable=SC2086
+      env $ALC $E CUDA_VISIBLE_DEVICES=${G[$((n % ${#G[@]}))]} timeout 300 "$PY" -m grace.difftest run-one \
+        --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS $probe > "$P/program.28784022.$variant.txt" 2>&1 &
+      n=$((n + 1))
+    done
     wait
     ;;
 esac
