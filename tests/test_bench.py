@@ -1061,3 +1061,27 @@ def test_the_timing_thread_is_pinned_after_the_intra_op_pool_is_made() -> None:
     assert pinned, "the calling thread runs on its one core"
     assert threads >= 2 and len(others) >= threads - 1, "the pool's threads are there"
     assert str(max(os.sched_getaffinity(0))) not in others, f"a thread shares the timing thread's core: {others}"
+
+
+def test_a_run_records_its_commit_dirty_only_where_the_code_it_executes_changed(tmp_path, monkeypatch):
+    """A resumed run unpacks its archive and so deletes a tracked file under results/: its rows
+    still ran the committed code. An edit under grace/ is a change to what runs."""
+    import subprocess
+
+    from grace.bench import results
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "grace").mkdir()
+    (tmp_path / "grace" / "x.py").write_text("A = 1\n")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "run.tar.xz").write_text("packed\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(results, "REPO_ROOT", tmp_path)
+    (tmp_path / "results" / "run.tar.xz").unlink()
+    assert not results._git_commit().endswith("-dirty")
+    (tmp_path / "grace" / "x.py").write_text("A = 2\n")
+    assert results._git_commit().endswith("-dirty")

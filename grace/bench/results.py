@@ -104,12 +104,18 @@ def versions() -> dict[str, Any]:
     }
 
 
+# what a benchmark run executes; a change elsewhere (a run's archive unpacked to resume it) leaves
+# the code as committed
+CODE_PATHS = ("grace", "patches", "scripts", "configs", "third_party")
+
+
 def _git_commit() -> str | None:
+    """HEAD's short hash, with ``-dirty`` where the code the run executes differs from it."""
     try:
         out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no",
+                                "--", *CODE_PATHS], capture_output=True, text=True, timeout=10).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
