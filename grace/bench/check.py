@@ -195,6 +195,20 @@ def tolerance_for(value: Any, training: bool = False) -> float:
     return max(tols, default=0.0)
 
 
+def _leaves_to_judge(out: Any, ref: Any, arbiter: Any, failed: list[Mismatch] | None
+                     ) -> list[tuple[str, Any, Any, Any, Mismatch | None]] | None:
+    """(path, compiled leaf, eager's, the arbiter's, the float32 verdict) for each of
+    ``failed``'s leaves, or every leaf where it is None; None where the three differ in
+    structure."""
+    got, want, other = flatten(out), flatten(ref), flatten(arbiter)
+    paths = [p for p, _ in got]
+    if paths != [p for p, _ in want] or paths != [p for p, _ in other]:
+        return None
+    verdicts = None if failed is None else {m.where: m for m in failed}
+    return [(path, a, b, c, None if verdicts is None else verdicts[path])
+            for (path, a), (_, b), (_, c) in zip(got, want, other) if verdicts is None or path in verdicts]
+
+
 def judge_against_rerun(out: Any, ref: Any, rerun: Any, training: bool = False,
                         failed: list[Mismatch] | None = None) -> list[Mismatch]:
     """The leaves where ``out`` is further from eager's ``ref`` than eager's own second run
@@ -208,18 +222,14 @@ def judge_against_rerun(out: Any, ref: Any, rerun: Any, training: bool = False,
     """
     import torch
 
-    got, want, again = flatten(out), flatten(ref), flatten(rerun)
-    paths = [p for p, _ in got]
-    if paths != [p for p, _ in want] or paths != [p for p, _ in again]:
+    leaves = _leaves_to_judge(out, ref, rerun, failed)
+    if leaves is None:
         return [Mismatch("out", "structure differs from eager's second run")] if failed is None else list(failed)
-    verdicts = None if failed is None else {m.where: m for m in failed}
-    floor = GRADIENT_NOISE_FLOOR * _global_norm(want) if training else 0.0
+    floor = GRADIENT_NOISE_FLOOR * _global_norm(flatten(ref)) if training else 0.0
     tolerances = TRAINING_TOLERANCE if training else TOLERANCE
     remaining: list[Mismatch] = []
-    for (path, a), (_, b), (_, c) in zip(got, want, again):
-        if verdicts is not None and path not in verdicts:
-            continue
-        kept = verdicts[path] if verdicts is not None else Mismatch(path, "differs from eager")
+    for path, a, b, c, verdict in leaves:
+        kept = verdict or Mismatch(path, "differs from eager")
         if not (isinstance(b, torch.Tensor) and isinstance(c, torch.Tensor) and c.shape == b.shape
                 and (b.is_floating_point() or b.is_complex())):
             remaining.append(kept)
@@ -246,18 +256,14 @@ def judge_against_fp64(out: Any, ref: Any, ref64: Any, training: bool = False,
     """
     import torch
 
-    got, want, exact = flatten(out), flatten(ref), flatten(ref64)
-    paths = [p for p, _ in got]
-    if paths != [p for p, _ in want] or paths != [p for p, _ in exact]:
+    leaves = _leaves_to_judge(out, ref, ref64, failed)
+    if leaves is None:
         return [Mismatch("out", "structure differs from the float64 run")]
-    verdicts = None if failed is None else {m.where: m.detail for m in failed}
-    floor = GRADIENT_NOISE_FLOOR * _global_norm(exact) if training else 0.0
+    floor = GRADIENT_NOISE_FLOOR * _global_norm(flatten(ref64)) if training else 0.0
     tolerances = TRAINING_TOLERANCE if training else TOLERANCE
     mismatches: list[Mismatch] = []
-    for (path, a), (_, b), (_, c) in zip(got, want, exact):
-        if verdicts is not None and path not in verdicts:
-            continue
-        float32 = f"{verdicts[path]}; " if verdicts is not None else ""
+    for path, a, b, c, verdict in leaves:
+        float32 = f"{verdict.detail}; " if verdict is not None else ""
         if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
             _, problems = compare(a, b)
             mismatches += [Mismatch(path, m.detail) for m in problems]

@@ -109,7 +109,6 @@ class Reference:
             "no_fp64_reference": self.no_fp64,
         }
 
-
     @classmethod
     def unchecked(cls) -> dict[str, Any]:
         """The ``check`` field of a mode that is not checked (eager, the reference itself)."""
