@@ -30,7 +30,7 @@ import pytest
 
 from grace.paths import REPO_ROOT
 from grace.report import __main__ as cli
-from grace.report.figures import (FIG11_MODES, ReportError, common_workloads, draw_figure10, draw_figure11,
+from grace.report.figures import (FIG11_MODES, MEASURED_APART, ReportError, common_workloads, draw_figure10, draw_figure11,
                                   figure10, figure10_cells, figure11, figure11_cells, load_run,
                                   paired_ratios, pt2_cg_speedups, speedup_cells)
 
@@ -101,6 +101,35 @@ def test_unequal_sample_counts_pair_the_common_prefix(rows):
     assert len(cell.ratios) == 12
     assert cell.p90 == pytest.approx(np.percentile(nocg[:12] / grace, 90))
     assert cell.speedup == pytest.approx(np.median(nocg) / np.median(grace))
+
+
+def test_a_mode_timed_in_another_process_than_its_baseline_is_no_bar_and_no_geomean_term(rows):
+    """A mode rerun in a later call (perhaps on another GPU) has no rounds to pair with the
+    baseline's: its cell says so instead of dividing numbers from two machines."""
+    for row in rows:
+        row["invocation"] = "host:1:0"
+        if (row["workload"], row["mode"]) == ("micro-eos", "grace"):
+            row["invocation"] = "host:2:0"
+    fig10 = by_key(figure10_cells(rows))
+    assert fig10["micro-eos", "grace"].status == MEASURED_APART and fig10["micro-eos", "grace"].speedup is None
+    assert fig10["micro-eos", "pt2-cg"].speedup == pytest.approx(400 / 250)
+    assert fig10["geomean", "grace"].speedup == pytest.approx((3.0 * 2.0) ** (1 / 2))
+
+
+def test_rows_that_name_no_process_compare_by_command_and_gpu(rows):
+    """Rows written before rows named their process: one runner's command line and GPU, which a
+    resumed call's --attempts-before changes."""
+    for row in rows:
+        row.pop("invocation", None)
+        row["command"], row["machine"] = "python3 -m grace.bench --attempts-before 1", {"gpu": "NVIDIA H100"}
+    assert by_key(figure10_cells(rows))["micro-eos", "grace"].status == "ok"
+    for row in rows:
+        if (row["workload"], row["mode"]) == ("micro-eos", "grace"):
+            row["machine"] = {"gpu": "NVIDIA H200"}
+        if (row["workload"], row["mode"]) == ("micro-item", "grace"):
+            row["command"] = "python3 -m grace.bench --attempts-before 2"
+    cells = by_key(figure10_cells(rows))
+    assert cells["micro-eos", "grace"].status == cells["micro-item", "grace"].status == MEASURED_APART
 
 
 def test_geomean_uses_only_workloads_where_both_rows_are_ok(rows):
@@ -344,6 +373,25 @@ def test_scg_tables_never_slower_and_compile_overhead(tmp_path: Path) -> None:
     assert all(p.stat().st_size > 0 for p in paths)
     csv_path = records.write_csv(tmp_path / "t4.csv", scg.table4(first))
     assert csv_path.read_text().splitlines()[0].startswith("workload,status,total,enabled,disabled,with_pi")
+
+
+def test_scg_tables_take_a_rerun_workloads_last_row_and_never_compare_rows_measured_apart() -> None:
+    from grace.report import scg
+
+    rows = [_scg_row("mlp", "pt2-nocg", 900.0, 4.0), _scg_row("mlp", "pt2-cg", 300.0, 4.0),
+            _scg_row("mlp", "grace", 330.0, 5.0, [("partition_0", "graph", "profiled")])]
+    for row in rows:
+        row["invocation"] = "call 1"
+    rerun = [dict(r, invocation="call 2") for r in rows[:2]]
+    rerun.append(dict(_scg_row("mlp", "grace", 290.0, 5.0, [("partition_0", "graph", "cache"),
+                                                           ("partition_1", "no-graph", "profiled")]),
+                      invocation="call 2"))
+    assert [r["total"] for r in scg.table4(rows + rerun)] == [2]
+    assert [d["source"] for d in scg.decisions(rows + rerun)] == ["cache", "profiled"]
+    (ns,) = scg.never_slower(rows + rerun)
+    assert ns["status"] == "ok" and ns["grace_us"] == 290.0
+    (apart,) = scg.never_slower(rows[:2] + rerun[2:])
+    assert apart["status"].startswith("measured apart") and apart["grace_over_best"] is None
 
 
 # --- The PT2 baseline table -------------------------------------------------------------------

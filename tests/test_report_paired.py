@@ -25,6 +25,14 @@ def test_samples_of_one_round_pair_up_so_drift_cancels() -> None:
         "paired ratios have no spread where unpaired percentiles would span 2x"
 
 
+def test_a_mode_timed_in_another_process_than_the_baseline_is_left_out() -> None:
+    base, other = _row("w", "before", [10.0] * 4), _row("w", "grace", [11.0] * 4)
+    base["invocation"], other["invocation"] = "host:1:0", "host:2:0"
+    assert paired([base, other], "before") == []
+    other["invocation"] = "host:1:0"
+    assert [p.mode for p in paired([base, other], "before")] == ["grace"]
+
+
 def test_cli_prints_every_mode_against_the_baseline_and_refuses_a_missing_one(tmp_path: Path,
                                                                              capsys: pytest.CaptureFixture) -> None:
     rows = tmp_path / "rows.jsonl"

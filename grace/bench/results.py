@@ -56,6 +56,27 @@ def note_attempt(path: Path, workload: str, event: str) -> None:
                             "at": dt.datetime.now().isoformat(timespec="seconds")}) + "\n")
 
 
+@cache
+def invocation() -> str:
+    """This benchmark process, as ``host:pid:start``. The runner interleaves a workload's modes
+    round by round only within one process: rows compare (:func:`measured_together`) only where
+    they name the same one."""
+    return f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
+
+
+def measured_together(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether rows ``a`` and ``b`` were timed in one process's interleaved rounds, so that a ratio
+    of them (and the pairing of their rounds) means something. Rows that name no process compare
+    by command line and GPU: a resumed call's command differs (``--attempts-before``)."""
+    return _invocation_of(a) == _invocation_of(b)
+
+
+def _invocation_of(row: dict[str, Any]) -> Any:
+    if row.get("invocation"):
+        return row["invocation"]
+    return row.get("command"), (row.get("machine") or {}).get("gpu")
+
+
 def mark_latest(experiment: str, run_id: str, results: Path = RESULTS_DIR) -> None:
     write_atomic(results / "raw" / experiment / "latest.txt", run_id + "\n")
 

@@ -223,6 +223,7 @@ def base_row(settings: Settings, target: Target, mode: Mode, compiled_together: 
         "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None, "pi": None,
         "coverage": None,
         "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
+        "invocation": results.invocation(),
     }
 
 

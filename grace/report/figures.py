@@ -9,8 +9,9 @@ show as noise.
 Only rows whose outputs are right become bars: they matched eager, or, on a workload where
 PT2-NoCG itself differs from eager, were no further from it than PT2-NoCG
 (:mod:`grace.report.judge`; such bars are hatched and their CSV rows say ``pt2-nocg`` as the
-reference). ``mismatch``, ``error`` and ``timeout`` rows, and workloads without a usable PT2-NoCG
-baseline, are written to the CSV with an empty speedup and drawn as a short text annotation,
+reference). ``mismatch``, ``error`` and ``timeout`` rows, workloads without a usable PT2-NoCG
+baseline, and rows timed in another process than their baseline (a mode rerun in a later call, perhaps
+on another GPU: nothing pairs their rounds) are written to the CSV with an empty speedup and drawn as a short text annotation,
 never as a bar. Geomeans use only workloads where both the mode and the baseline have bars.
 
 This module imports no torch: figures can be redrawn anywhere from ``rows.jsonl``.
@@ -32,6 +33,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
+from grace.bench.results import measured_together
 from grace.report import archive
 from grace.report.judge import NOCG_REFERENCE, judged_status
 from grace.stats import paired_ratios, percentile
@@ -46,6 +48,7 @@ GEOMEAN = "geomean"
 OK = "ok"
 NO_BASELINE = "no baseline"
 NO_SAMPLES = "no samples"
+MEASURED_APART = "measured apart"  # the mode's row and the baseline's come from different processes
 
 FIG10_MODES: dict[str, str] = {"pt2-cg": "PT2-CG", "grace": "GraCE"}
 FIG11_MODES: dict[str, str] = {"grace-cgct": "CGCT", "grace-cgct-pi": "+PI", "grace-no-lean": "+SCG",
@@ -154,6 +157,8 @@ def speedup_cell(workload: str, mode: str, row: dict, baseline: dict | None) -> 
         return Cell(workload, mode, status)
     if baseline is None or judged_status(baseline, baseline) not in (OK, NOCG_REFERENCE):
         return Cell(workload, mode, NO_BASELINE)
+    if not measured_together(row, baseline):
+        return Cell(workload, mode, MEASURED_APART)
     reference = "pt2-nocg" if NOCG_REFERENCE in (status, judged_status(baseline, baseline)) else "eager"
     samples, base = row.get("samples_us") or [], baseline.get("samples_us") or []
     if not samples or not base:

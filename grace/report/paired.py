@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from grace.bench.results import measured_together
 from grace.stats import median_ratio_interval, paired_ratios, percentile
 
 
@@ -38,13 +39,15 @@ class Paired:
 
 
 def paired(rows: list[dict[str, Any]], baseline: str) -> list[Paired]:
-    """Every mode against ``baseline``, per workload, in the rows' order."""
-    samples = {(r["workload"], r["mode"]): r["samples_us"] for r in rows if r.get("samples_us")}
+    """Every mode against ``baseline``, per workload, in the rows' order; a mode timed in another
+    process than the baseline (rerun in a later call) is left out, as nothing pairs its rounds."""
+    timed = {(r["workload"], r["mode"]): r for r in rows if r.get("samples_us")}
     out = []
-    for (workload, mode), mine in samples.items():
-        base = samples.get((workload, baseline))
-        if base is None or mode == baseline:
+    for (workload, mode), row in timed.items():
+        base_row = timed.get((workload, baseline))
+        if base_row is None or mode == baseline or not measured_together(row, base_row):
             continue
+        mine, base = row["samples_us"], base_row["samples_us"]
         ratios = paired_ratios(mine, base)
         lo, hi = median_ratio_interval(mine, base)
         out.append(Paired(workload, mode, len(ratios), percentile(mine, 50) / percentile(base, 50), lo, hi,

@@ -19,6 +19,7 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
+from grace.bench.results import measured_together
 from grace.report.figures import index_rows, workloads_in_order
 from grace.stats import percentile
 
@@ -28,11 +29,15 @@ GRACE = "grace"
 NEVER_SLOWER_TOLERANCE = 0.02
 
 
+def _grace_rows(rows: Sequence[dict]) -> list[dict]:
+    """GraCE's row of each workload that has SCG's report, the last where a workload was rerun."""
+    by = index_rows(r for r in rows if r["mode"] == GRACE)
+    return [row for w in workloads_in_order(rows) if (row := by.get((w, GRACE))) and row.get("scg")]
+
+
 def table4(rows: Sequence[dict]) -> list[dict[str, Any]]:
     out = []
-    for row in rows:
-        if row["mode"] != GRACE or not row.get("scg"):
-            continue
+    for row in _grace_rows(rows):
         s = row["scg"]["summary"]
         out.append({"workload": row["workload"], "status": row["status"], "total": s["total"],
                     "enabled": s["enabled"], "disabled": s["disabled"], "with_pi": s["with_pi"],
@@ -44,9 +49,7 @@ def table4(rows: Sequence[dict]) -> list[dict[str, Any]]:
 
 def decisions(rows: Sequence[dict]) -> list[dict[str, Any]]:
     out = []
-    for row in rows:
-        if row["mode"] != GRACE or not row.get("scg"):
-            continue
+    for row in _grace_rows(rows):
         for g in row["scg"]["graphs"]:
             m = g["medians_us"]
             out.append({"workload": row["workload"], "graph": g["name"], "mode": g["mode"],
@@ -71,6 +74,10 @@ def never_slower(rows: Sequence[dict]) -> list[dict[str, Any]]:
             record["status"] = "incomplete: " + ", ".join(
                 f"{m} {r['status'] if r else 'missing'}" for m, r in ((GRACE, g), ("pt2-nocg", n), ("pt2-cg", c))
                 if r is None or r["status"] != "ok")
+            out.append(record)
+            continue
+        if not (measured_together(g, n) and measured_together(g, c)):
+            record["status"] = "measured apart: GraCE's row and a stock mode's come from different processes"
             out.append(record)
             continue
         gm, nm, cm = (percentile(r["samples_us"], 50) for r in (g, n, c))
