@@ -32,7 +32,7 @@ from grace.paths import REPO_ROOT
 from grace.report import __main__ as cli
 from grace.report.figures import (FIG11_MODES, MEASURED_APART, ReportError, common_workloads, draw_figure10, draw_figure11,
                                   figure10, figure10_cells, figure11, figure11_cells, load_run,
-                                  paired_ratios, pt2_cg_speedups, speedup_cells)
+                                  figure11_rows, paired_ratios, pt2_cg_speedups, speedup_cells, speedup_table)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "bench_rows.jsonl"
 RUN_ID = "20261122-101500-abcd"
@@ -150,6 +150,9 @@ def test_figure_11_bars_are_geomeans_over_the_workloads_every_bar_ran_correctly(
     assert fig11["geomean", "grace-no-lean"].speedup == pytest.approx((4.0 * 3.0) ** 0.5)
     assert common_workloads(figure11_cells(rows), FIG11_MODES) == {"micro-eos", "micro-attn-numpy"}
     assert pt2_cg_speedups(rows, {"micro-eos", "micro-attn-numpy"})["geomean"] == pytest.approx(1.6)
+    table = speedup_table(figure11_rows(rows), {"pt2-cg": "PT2-CG", **FIG11_MODES}, common_over=FIG11_MODES)
+    assert table.splitlines()[-1].split()[1:4] == ["1.60x", "2.00x", f"{(2.5 * 3.0) ** 0.5:.2f}x"], \
+        "the printed table's geomeans are the figure's"
 
 
 def test_figure_11_places_a_grace_row_by_the_lean_replay_it_ran_with(rows):

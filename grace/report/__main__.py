@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.figure == "figure10":
         print(figures.speedup_table(rows, modes))
     else:
-        print(figures.speedup_table(figures.figure11_rows(rows), modes, common=True))
+        print(figures.speedup_table(figures.figure11_rows(rows), modes, common_over=figures.FIG11_MODES))
     return 0
 
 

@@ -209,11 +209,13 @@ def common_workloads(cells: Iterable[Cell], modes: Iterable[str]) -> set[str]:
     return {c.workload for c in cells if all((c.workload, m) in ok for m in present)}
 
 
-def with_common_geomeans(cells: list[Cell], modes: Iterable[str]) -> list[Cell]:
-    """``cells`` and a geomean per mode over the same workloads (:func:`common_workloads`): an
-    ablation's bars compare one set of workloads, not each bar its own."""
+def with_common_geomeans(cells: list[Cell], modes: Iterable[str], over: Iterable[str] | None = None) -> list[Cell]:
+    """``cells`` and a geomean per mode over the same workloads: those every one of ``over``
+    (default ``modes``) ran correctly (:func:`common_workloads`), so that an ablation's bars
+    compare one set of workloads, not each bar its own. A mode outside ``over`` (PT2-CG beneath
+    Figure 11's bars) has its geomean over those of them it ran correctly."""
     modes = list(modes)
-    common = common_workloads(cells, modes)
+    common = common_workloads(cells, modes if over is None else over)
     return cells + [geomean_cell([c for c in cells if c.workload in common], mode) for mode in modes]
 
 
@@ -464,10 +466,12 @@ def _write_csv(path: Path, header: list[str], records: list[list[Any]]) -> Path:
     return path
 
 
-def speedup_table(rows: Sequence[dict], modes: dict[str, str], common: bool = False) -> str:
+def speedup_table(rows: Sequence[dict], modes: dict[str, str], common_over: Iterable[str] | None = None) -> str:
     """A text table: a line per workload (and geomean), a column per mode's speedup; with
-    ``common``, every geomean over the same workloads (:func:`with_common_geomeans`)."""
-    cells = (with_common_geomeans if common else with_geomeans)(speedup_cells(rows, modes), modes)
+    ``common_over``, the geomeans over the workloads those modes all ran correctly
+    (:func:`with_common_geomeans`), as the figure draws them."""
+    cells = speedup_cells(rows, modes)
+    cells = with_geomeans(cells, modes) if common_over is None else with_common_geomeans(cells, modes, common_over)
     by_key = {(c.workload, c.mode): c for c in cells}
     width = max([len("workload")] + [len(c.workload) for c in cells])
     lines = [f"{'workload':<{width}}  " + "  ".join(f"{label:>11}" for label in modes.values())]
