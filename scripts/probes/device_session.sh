@@ -30,6 +30,10 @@
 #   STAGE=27 PRUN=<date> T=<left> bash .diag/device_session.sh
 #        BERT's compile under PT2-CG and GraCE-CGCT with race-free kernels on and off (the benchmark, one GPU each);
 #        the program of seed 28784022 under all-lean-copy with the tree's probes, and with lean replay, PI, CGCT off
+#   STAGE=28 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
+#        where BERT's compile time goes with race-free kernels on and off (scripts/probes/compile_profile.py, every
+#        kernel compiled in the process, one GPU each), and with Inductor's compile workers logging GraCE's choices;
+#        seed 28784022 three times under all-lean-copy (do its stale reads come back?); with SRUN, the sweep after it
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -48,7 +52,7 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain ) $( [ "$STAGE" = 17 ] || [ "$STAGE" = 21 ] && echo results/raw/harness_check ) \
     $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
        results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) \
-    $( [ "$STAGE" = 23 ] || [ "$STAGE" = 25 ] && echo results/raw/single_gpu/${SRUN:-none} ) \
+    $( [ "$STAGE" = 23 ] || [ "$STAGE" = 25 ] || [ "$STAGE" = 28 ] && echo results/raw/single_gpu/${SRUN:-none} ) \
     $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
     $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) 2>/dev/null
   ls -la "$OUT"; exit 0
@@ -253,6 +257,33 @@ case "$STAGE" in
         --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS $probe > "$P/program.28784022.$variant.txt" 2>&1 &
       n=$((n + 1))
     done
+    wait
+    ;;
+  28)  # BERT's compile: the first step in one process under cProfile, race-free kernels on (GPU 0) and off (GPU 1),
+    # Inductor compiling every kernel in the process; and the default compile with its workers' output kept (GPU 2);
+    # seed 28784022 under all-lean-copy three times, then the sweep with SRUN (GPU 3)
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    for rf in 1 0; do
+      CUDA_VISIBLE_DEVICES=${G[$(( (1 - rf) % ${#G[@]} ))]} GRACE_RACE_FREE_KERNELS=$rf GRACE_LOGS=info \
+        timeout $(( $(left) - 30 )) "$PY" scripts/probes/compile_profile.py --workload BERT --mode grace-cgct \
+        --threads 1 > "$P/compile_profile.BERT.race_free$rf.txt" 2>&1 &
+    done
+    CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} GRACE_LOGS=info TORCHINDUCTOR_WORKER_SUPPRESS_LOGGING=0 \
+      TORCHINDUCTOR_WORKER_LOGPATH="$P/compile_workers.BERT.log" timeout $(( $(left) - 30 )) "$PY" \
+      scripts/probes/compile_profile.py --workload BERT --mode grace-cgct > "$P/compile_profile.BERT.workers.txt" 2>&1 &
+    ( ALC="GRACE_DISABLE=0 GRACE_COPY_GRADS=1 GRACE_CGCT=1 GRACE_PI=1 GRACE_SCG=1 GRACE_SCG_FORCE=graph GRACE_LEAN_REPLAY=1"
+      KINDS=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
+      for i in 1 2 3; do
+        # shellcheck disable=SC2086
+        env $ALC CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 200 "$PY" -m grace.difftest run-one \
+          --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS > "$P/program.28784022.again$i.txt" 2>&1
+      done
+      if [ -n "${SRUN:-}" ]; then
+        CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
+          END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
+          ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+      fi ) &
     wait
     ;;
 esac
