@@ -24,10 +24,11 @@ import cProfile
 import io
 import os
 import pstats
-import subprocess
 import sys
 import time
-from typing import Any, Callable
+from typing import Any
+
+from _in_mode import rerun_in_mode
 
 
 class Timers:
@@ -134,13 +135,8 @@ def main() -> int:
     if args.child:
         child(args.workload, args.device, args.size, args.threads)
         return 0
-    env = {**os.environ, **MODES[args.mode].env}
     print(f"==== {args.mode} {args.workload}", flush=True)
-    argv = [sys.executable, __file__, "--child", "--mode", args.mode, "--workload", args.workload,
-            "--device", args.device, "--size", args.size]
-    if args.threads is not None:
-        argv += ["--threads", str(args.threads)]
-    return subprocess.call(argv, env=env)
+    return rerun_in_mode(args.mode, __file__)
 
 
 if __name__ == "__main__":

@@ -28,11 +28,12 @@ import gc
 import io
 import os
 import pstats
-import subprocess
 import sys
 import threading
 import time
 from typing import Any
+
+from _in_mode import rerun_in_mode
 
 
 def child(mode: str, workload: str, calls: int, cudnn_tf32: bool) -> None:
@@ -300,10 +301,7 @@ def main() -> int:
     if args.child:
         child(args.mode, args.workload, args.calls, args.cudnn_tf32)
         return 0
-    env = {**os.environ, **MODES[args.mode].env}
-    cmd = [sys.executable, __file__, "--child", "--mode", args.mode, "--workload", args.workload,
-           "--calls", str(args.calls)] + (["--cudnn-tf32"] if args.cudnn_tf32 else [])
-    return subprocess.call(cmd, env=env)
+    return rerun_in_mode(args.mode, __file__)
 
 
 if __name__ == "__main__":

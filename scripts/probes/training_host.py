@@ -30,10 +30,11 @@ import io
 import os
 import pstats
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any, Callable
+
+from _in_mode import rerun_in_mode
 
 SAMPLES = 8  # input samples the steps cycle through
 
@@ -211,11 +212,8 @@ def main() -> int:
     if args.child:
         child(args.workload, args.steps, args.device, args.size)
         return 0
-    env = {**os.environ, **MODES[args.mode].env}
     print(f"==== {args.mode} {args.workload}", flush=True)
-    argv: list[str] = [sys.executable, __file__, "--child", "--mode", args.mode, "--workload", args.workload,
-                       "--steps", str(args.steps), "--device", args.device, "--size", args.size]
-    return subprocess.call(argv, env=env)
+    return rerun_in_mode(args.mode, __file__)
 
 
 if __name__ == "__main__":
