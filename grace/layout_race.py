@@ -35,13 +35,19 @@ threads would hold copies anyway. A configuration whose tile has at least as man
 threads keeps one load: the variant halves ``num_warps`` until the tile covers the threads, and
 at one warp doubles the reduction block (or ``XBLOCK``) until it does. Inductor's kernels mask
 every block size and compute their grid from the configuration, so any such variant computes the
-same values, up to the order of a reduction's additions. The variant is compiled and read like the others and kept only if found race-free;
-otherwise every configuration stays, as in stock, and a warning says so.
+same values, up to the order of a reduction's additions. The variant is compiled and read like
+the others and kept only if found race-free; otherwise every configuration stays, as in stock,
+and a warning says so.
+
+What :func:`keep_race_free` chose is noted on the autotuner too, and :func:`log_choices` logs it
+in the process that launches the kernel: Inductor discards its compile workers' output, where
+most kernels are compiled, so a record logged there would be lost.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -202,18 +208,31 @@ def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
     if not free:
         free = _compiled_variants(autotuner, left_out)
         if not free:
-            log.warning("%s: every configuration loads a pointer it stores in another layout, and no "
-                        "variant without it compiled; all kept, as stock (%s)",
-                        name, next(iter(noted.values()))[0])
+            _note_choice(autotuner, logging.WARNING,
+                         f"{name}: every configuration loads a pointer it stores in another layout, and no "
+                         f"variant without it compiled; all kept, as stock ({next(iter(noted.values()))[0]})")
             return list(results)
-        log.info("%s: every configuration loads a pointer it stores in another layout; autotuning "
-                 "among variants that do not instead: %s", name, "; ".join(str(r.config) for r in free))
+        _note_choice(autotuner, logging.INFO,
+                     f"{name}: every configuration loads a pointer it stores in another layout; autotuning "
+                     f"among variants that do not instead: {'; '.join(str(r.config) for r in free)}")
         return free
     if left_out:
-        log.info("%s: %d of %d configurations left out of autotuning, each loading a pointer it "
-                 "stores in another layout: %s", name, len(left_out), len(results),
-                 "; ".join(str(c) for c in left_out))
+        _note_choice(autotuner, logging.INFO,
+                     f"{name}: {len(left_out)} of {len(results)} configurations left out of autotuning, each "
+                     f"loading a pointer it stores in another layout: {'; '.join(str(c) for c in left_out)}")
     return free
+
+
+def _note_choice(autotuner: Any, level: int, message: str) -> None:
+    """Keep a record for :func:`log_choices` on the autotuner, which a compile worker pickles back."""
+    autotuner.__dict__.setdefault("grace_layout_choices", []).append((level, message))
+
+
+def log_choices(autotuner: Any) -> None:
+    """Log, once, what :func:`keep_race_free` chose for this kernel, wherever it was compiled;
+    called where Inductor readies a compiled kernel to launch (``patches/pi/0003``)."""
+    for level, message in autotuner.__dict__.pop("grace_layout_choices", ()):
+        log.log(level, "%s", message)
 
 
 def _compiled_variants(autotuner: Any, racy: Sequence[Any]) -> list[Any]:
@@ -232,8 +251,8 @@ def _compiled_variants(autotuner: Any, racy: Sequence[Any]) -> list[Any]:
         try:
             result = autotuner._precompile_config(variant)
         except Exception as e:  # an optional variant that fails to compile must not fail the kernel
-            log.info("%s: variant %s did not compile (%s: %s)", autotuner.inductor_meta.get("kernel_name"),
-                     variant, type(e).__name__, e)
+            _note_choice(autotuner, logging.INFO, f"{autotuner.inductor_meta.get('kernel_name')}: variant "
+                                                  f"{variant} did not compile ({type(e).__name__}: {e})")
             continue
         if triton_config_to_hashable(variant) not in noted:
             compiled.append(result)

@@ -7,6 +7,7 @@ in-place buffer again in the reduction's layout; with ``XBLOCK=32`` it does not.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,7 @@ def _config(xblock: int, warps: int) -> object:
 
 def test_autotuning_keeps_the_race_free_configurations_where_one_remains(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("triton")
-    from grace.layout_race import keep_race_free, note_compiled
+    from grace.layout_race import keep_race_free, log_choices, note_compiled
 
     racy, free = _config(8, 2), _config(32, 2)
     tuner = _Autotuner()
@@ -118,14 +119,17 @@ def test_autotuning_keeps_the_race_free_configurations_where_one_remains(caplog:
     results = [_Result(racy), _Result(free)]
     with caplog.at_level("INFO", logger="grace.layout_race"):
         kept = keep_race_free(tuner, results)
+        assert caplog.text == "", "nothing is logged where the choice is made: a compile worker's log is lost"
+        log_choices(tuner)
+        log_choices(tuner)
     assert kept == [results[1]]
-    assert "1 of 2 configurations left out" in caplog.text
+    assert caplog.text.count("1 of 2 configurations left out") == 1
 
 
 def test_where_every_configuration_and_its_variant_race_all_stay_and_a_warning_says_so(
         caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("triton")
-    from grace.layout_race import keep_race_free, note_compiled
+    from grace.layout_race import keep_race_free, log_choices, note_compiled
 
     racy_text = (FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()
 
@@ -140,6 +144,7 @@ def test_where_every_configuration_and_its_variant_race_all_stay_and_a_warning_s
     results = [_Result(racy)]
     with caplog.at_level("WARNING", logger="grace.layout_race"):
         assert keep_race_free(tuner, results) == results
+        log_choices(tuner)
     assert "every configuration" in caplog.text and "no variant without it compiled" in caplog.text
 
 
@@ -159,14 +164,17 @@ def test_the_notes_travel_with_a_pickled_autotuner_state() -> None:
     import pickle
 
     pytest.importorskip("triton")
-    from grace.layout_race import note_compiled
+    from grace.layout_race import keep_race_free, note_compiled
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     tuner = _Autotuner()
     tuner.launchers = []  # type: ignore[attr-defined]  # pickled only before launchers are made
-    note_compiled(tuner, _config(8, 2), _Binary((FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()))
+    racy, free = _config(8, 2), _config(32, 2)
+    note_compiled(tuner, racy, _Binary((FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()))
+    keep_race_free(tuner, [_Result(racy), _Result(free)])
     state = pickle.loads(pickle.dumps(CachingAutotuner.__getstate__(tuner)))  # type: ignore[arg-type]
     assert state["grace_layout_races"] == tuner.grace_layout_races  # type: ignore[attr-defined]
+    assert state["grace_layout_choices"] == tuner.grace_layout_choices  # type: ignore[attr-defined]
 
 
 def _overlay_has_the_hook() -> bool:
@@ -243,6 +251,39 @@ def _probe_kernel() -> object:
     return module
 
 
+def test_the_parent_logs_once_what_a_compile_worker_chose(caplog: pytest.LogCaptureFixture) -> None:
+    """A kernel pickled back from a compile worker (its configurations compiled, its choice
+    noted): Inductor's patched ``precompile`` in the launching process logs the choice once."""
+    pytest.importorskip("triton")
+    if not _overlay_has_the_hook():
+        pytest.skip("GraCE's overlay with patches/pi/0003 is not active here (run `make setup`)")
+    import threading
+
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    class Compiled(_Result):
+        kernel = type("Kernel", (), {"hash": "0" * 64})()
+
+    class FromWorker(_Autotuner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock = threading.Lock()
+            self.triton_meta = {"device": 0}
+            self.compile_results = [Compiled(_config(32, 2))]
+            self.grace_layout_choices = [(logging.INFO, "kernel k: 1 of 2 configurations left out")]
+
+        _precompile_worker = CachingAutotuner._precompile_worker
+
+        def _make_launchers(self) -> None: ...
+        def _dynamic_scale_rblock(self) -> None: ...
+
+    tuner = FromWorker()
+    with caplog.at_level("INFO", logger="grace.layout_race"):
+        CachingAutotuner.precompile(tuner)  # type: ignore[arg-type]
+        CachingAutotuner.precompile(tuner)  # type: ignore[arg-type]
+    assert caplog.text.count("kernel k: 1 of 2 configurations left out") == 1
+
+
 def test_where_every_configuration_races_the_worker_autotunes_among_compiled_race_free_variants(
         caplog: pytest.LogCaptureFixture) -> None:
     """Inductor's own patched ``_precompile_worker`` over configurations that all race, compiled by
@@ -252,7 +293,7 @@ def test_where_every_configuration_races_the_worker_autotunes_among_compiled_rac
     if not _overlay_has_the_hook():
         pytest.skip("GraCE's overlay with patches/pi/0003 is not active here (run `make setup`)")
     import grace.config
-    from grace.layout_race import find_layout_races, note_compiled
+    from grace.layout_race import find_layout_races, log_choices, note_compiled
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     probe = _probe_kernel()
@@ -275,6 +316,7 @@ def test_where_every_configuration_races_the_worker_autotunes_among_compiled_rac
     tuner = Tuner()
     with grace.config.patch(race_free_kernels=True), caplog.at_level("INFO", logger="grace.layout_race"):
         CachingAutotuner._precompile_worker(tuner)  # type: ignore[arg-type]
+        log_choices(tuner)
     kept = [(r.config.kwargs["XBLOCK"], r.config.kwargs["R0_BLOCK"], r.config.num_warps)  # type: ignore[attr-defined]
             for r in tuner.compile_results]
     assert kept == [(8, 4, 1), (32, 4, 4)]
@@ -286,7 +328,7 @@ def test_where_every_configuration_races_the_worker_autotunes_among_compiled_rac
 def test_a_variant_that_fails_to_compile_is_left_out_and_the_kernel_keeps_its_configurations(
         caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("triton")
-    from grace.layout_race import keep_race_free, note_compiled
+    from grace.layout_race import keep_race_free, log_choices, note_compiled
 
     class Tuner(_Autotuner):
         def _precompile_config(self, cfg: object) -> _Result:
@@ -298,4 +340,5 @@ def test_a_variant_that_fails_to_compile_is_left_out_and_the_kernel_keeps_its_co
     results = [_Result(racy)]
     with caplog.at_level("INFO", logger="grace.layout_race"):
         assert keep_race_free(tuner, results) == results
+        log_choices(tuner)
     assert "did not compile (RuntimeError: no such configuration)" in caplog.text
