@@ -33,7 +33,8 @@
 #   STAGE=28 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        where BERT's compile time goes with race-free kernels on and off (scripts/probes/compile_profile.py, every
 #        kernel compiled in the process, one GPU each), and with Inductor's compile workers logging GraCE's choices;
-#        seed 28784022 three times under all-lean-copy (do its stale reads come back?); with SRUN, the sweep after it
+#        seed 28784022 under all-lean-copy, four copies at once, twice (do its stale reads come back under load?); with
+#        SRUN, the sweep after it
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -261,7 +262,7 @@ case "$STAGE" in
     ;;
   28)  # BERT's compile: the first step in one process under cProfile, race-free kernels on (GPU 0) and off (GPU 1),
     # Inductor compiling every kernel in the process; and the default compile with its workers' output kept (GPU 2);
-    # seed 28784022 under all-lean-copy three times, then the sweep with SRUN (GPU 3)
+    # seed 28784022 under all-lean-copy under load, then the sweep with SRUN (GPU 3)
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     for rf in 1 0; do
@@ -274,10 +275,15 @@ case "$STAGE" in
       scripts/probes/compile_profile.py --workload BERT --mode grace-cgct > "$P/compile_profile.BERT.workers.txt" 2>&1 &
     ( ALC="GRACE_DISABLE=0 GRACE_COPY_GRADS=1 GRACE_CGCT=1 GRACE_PI=1 GRACE_SCG=1 GRACE_SCG_FORCE=graph GRACE_LEAN_REPLAY=1"
       KINDS=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
-      for i in 1 2 3; do
-        # shellcheck disable=SC2086
-        env $ALC CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 200 "$PY" -m grace.difftest run-one \
-          --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS > "$P/program.28784022.again$i.txt" 2>&1
+      # four copies at once on one GPU, twice: the load session 26's differential run had (16 programs over
+      # four GPUs), under which two of its reads came back stale and alone none do
+      for round in 1 2; do
+        for i in 1 2 3 4; do
+          # shellcheck disable=SC2086
+          env $ALC CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 200 "$PY" -m grace.difftest run-one \
+            --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS > "$P/program.28784022.load$round.$i.txt" 2>&1 &
+        done
+        wait
       done
       if [ -n "${SRUN:-}" ]; then
         CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
