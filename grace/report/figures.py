@@ -10,9 +10,10 @@ Only rows whose outputs are right become bars: they matched eager, or, on a work
 PT2-NoCG itself differs from eager, were no further from it than PT2-NoCG
 (:mod:`grace.report.judge`; such bars are hatched and their CSV rows say ``pt2-nocg`` as the
 reference). ``mismatch``, ``error`` and ``timeout`` rows, workloads without a usable PT2-NoCG
-baseline, and rows timed in another process than their baseline (a mode rerun in a later call, perhaps
-on another GPU: nothing pairs their rounds) are written to the CSV with an empty speedup and drawn as a short text annotation,
-never as a bar. Geomeans use only workloads where both the mode and the baseline have bars.
+baseline, and rows timed in another process than their baseline (a mode rerun in a later call,
+perhaps on another GPU: nothing pairs their rounds) are written to the CSV with an empty speedup
+and drawn as a short text annotation, never as a bar. Geomeans use only workloads where both
+the mode and the baseline have bars.
 
 This module imports no torch: figures can be redrawn anywhere from ``rows.jsonl``.
 """
