@@ -908,3 +908,27 @@ def test_a_stale_read_no_stock_run_judges_is_listed_with_its_replay(tmp_path: Pa
     text = (tmp_path / "worse_than_stock.md").read_text()
     assert "## seed 6, cgct" in text
     assert text.split("# Stale reads no stock run judges", 1)[1].split("# Stock's own failures", 1)[0].count("seed 6") == 0
+
+
+def test_gc_threshold_sets_when_the_cyclic_collector_runs() -> None:
+    """``run-one --gc-threshold``: a program's path through the tree can depend on when the
+    collector frees a held output, so a diagnosis can fix when it runs."""
+    import gc
+
+    from grace.difftest.__main__ import parse_args, set_collector
+
+    assert parse_args(["run-one", "--seed", "1", "--gc-threshold", "0"]).gc_threshold == 0
+    assert parse_args(["run-one", "--seed", "1"]).gc_threshold is None
+    before, enabled = gc.get_threshold(), gc.isenabled()
+    try:
+        set_collector(None)
+        assert (gc.get_threshold(), gc.isenabled()) == (before, enabled)
+        set_collector(0)
+        assert not gc.isenabled()
+        set_collector(50)
+        assert gc.isenabled() and gc.get_threshold()[0] == 50
+        with pytest.raises(SystemExit, match="expected 0"):
+            set_collector(-1)
+    finally:
+        gc.set_threshold(*before)
+        (gc.enable if enabled else gc.disable)()

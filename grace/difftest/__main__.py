@@ -19,6 +19,7 @@ interpreter start, so ``run-one`` takes it from its own environment: the replay 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -53,6 +54,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     one.add_argument("--probe", default=None,
                      help=f"diagnose a failure: comma-separated tree probes ({', '.join(PROBES)}) or all; "
                           "they print to stderr (grace.difftest.probe)")
+    one.add_argument("--gc-threshold", type=int, default=None,
+                     help="run Python's cyclic collector after this many allocations (gc.set_threshold; 0 turns "
+                          "it off): held outputs it frees end their tree paths, so when it runs can change the "
+                          "path a program takes (default: Python's)")
     _program_options(one)
     _device_options(one)
 
@@ -84,11 +89,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def set_collector(threshold: int | None) -> None:
+    """Python's cyclic collector as ``--gc-threshold`` asks: left as it is (None), off (0), or run
+    after ``threshold`` allocations in its youngest generation."""
+    if threshold is None:
+        return
+    if threshold < 0:
+        raise SystemExit(f"--gc-threshold {threshold}: expected 0 (off) or a positive count")
+    if threshold == 0:
+        gc.disable()
+    else:
+        gc.enable()
+        gc.set_threshold(threshold)
+
+
 def run_one(args: argparse.Namespace) -> int:
     from grace.difftest.execute import run_program  # imports torch
 
     program = generate(args.seed, parse_kinds(args.kinds), args.max_steps)
     print(program.describe(), file=sys.stderr, flush=True)
+    set_collector(args.gc_threshold)
     on_step, watch = None, None
     if args.probe:
         from grace.difftest.probe import Probes, parse_probes

@@ -33,8 +33,8 @@
 #   STAGE=28 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        where BERT's compile time goes with race-free kernels on and off (scripts/probes/compile_profile.py, every
 #        kernel compiled in the process, one GPU each), and with Inductor's compile workers logging GraCE's choices;
-#        seed 28784022 under all-lean-copy, four copies at once, twice (do its stale reads come back under load?); with
-#        SRUN, the sweep after it
+#        seed 28784022 under all-lean-copy, four copies at once, twice (do its stale reads come back under load?), then
+#        alone with the cyclic collector's threshold at 1, 50, 5000 and off; with SRUN, the sweep after it
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -284,6 +284,14 @@ case "$STAGE" in
             --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS > "$P/program.28784022.load$round.$i.txt" 2>&1 &
         done
         wait
+      done
+      # alone, with Python's cyclic collector run at other moments (0: off): whether when it frees a held
+      # output decides the program's path
+      for th in 1 50 5000 0; do
+        # shellcheck disable=SC2086
+        env $ALC CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 100 "$PY" -m grace.difftest run-one \
+          --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS --gc-threshold $th \
+          > "$P/program.28784022.gc$th.txt" 2>&1
       done
       if [ -n "${SRUN:-}" ]; then
         CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
