@@ -119,7 +119,7 @@ case "$STAGE" in
     if [ -n "${TRUN:-}" ]; then
       D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
       # every CUDA test of the project but the benchmark's (stage 3), one file a process
-      for t in trees lean pi pi_tree scg cgct; do
+      for t in trees lean pi pi_tree scg cgct layout_race; do
         gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
       done
     fi
