@@ -14,6 +14,8 @@ sees all of it (its compile workers otherwise, whose output Inductor discards). 
   parts (reading a configuration's TTGIR, choosing the configurations, compiling variants) and
   of Triton's compile of one configuration, with the variants compiled;
 - a cProfile of the first step, by cumulative and by own time.
+
+A SIGTERM during the first step (a deadline's ``timeout``) prints the same for what it has done.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import cProfile
 import io
 import os
 import pstats
+import signal
 import sys
 import time
 from typing import Any
@@ -100,25 +103,34 @@ def child(workload: str, device: str, size: str, threads: int | None) -> None:
     torch.autograd.set_multithreading_enabled(False)
     profile = cProfile.Profile()
     start = time.perf_counter()
+
+    def report(steps: str) -> None:
+        print(f"{steps}; compile threads {inductor_config.compile_threads}; race-free kernels "
+              f"{os.environ.get('GRACE_RACE_FREE_KERNELS', 'default')}")
+        print(f"kernels Inductor compiled: {counters['inductor']['async_compile_cache_miss']}")
+        print(timers.report())
+        for key in ("cumulative", "tottime"):
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats(key).print_stats(30)
+            print(f"---- cProfile of the first step by {key}")
+            print(out.getvalue(), flush=True)
+
+    def cut(signum: int, frame: Any) -> None:  # a deadline's SIGTERM: what the first step did so far
+        profile.disable()
+        report(f"first step cut by signal {signum} after {time.perf_counter() - start:.1f} s")
+        os._exit(124)
+
+    signal.signal(signal.SIGTERM, cut)
     profile.enable()
     step()
     sync()
     profile.disable()
     first = time.perf_counter() - start
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     start = time.perf_counter()
     step()
     sync()
-    second = time.perf_counter() - start
-    print(f"first step {first:.1f} s, second {second:.2f} s; compile threads "
-          f"{inductor_config.compile_threads}; race-free kernels "
-          f"{os.environ.get('GRACE_RACE_FREE_KERNELS', 'default')}")
-    print(f"kernels Inductor compiled: {counters['inductor']['async_compile_cache_miss']}")
-    print(timers.report())
-    for key in ("cumulative", "tottime"):
-        out = io.StringIO()
-        pstats.Stats(profile, stream=out).sort_stats(key).print_stats(30)
-        print(f"---- cProfile of the first step by {key}")
-        print(out.getvalue())
+    report(f"first step {first:.1f} s, second {time.perf_counter() - start:.2f} s")
 
 
 def main() -> int:
