@@ -3,9 +3,27 @@ interpreter start, so a probe runs itself again in a fresh interpreter under it.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+
+
+def mode_parser(doc: str, workload: str, exclude: tuple[str, ...] = ("eager",),
+                dry_run: str | None = None) -> argparse.ArgumentParser:
+    """A probe's command line: ``--mode`` (a benchmark mode but ``exclude``), ``--workload``, and
+    the hidden ``--child``; with ``dry_run``, ``--device`` (``cpu``: a dry run of the probe,
+    without ``dry_run``'s part) and ``--size``."""
+    from grace.bench.modes import MODES
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", required=True, choices=sorted(m for m in MODES if m not in exclude))
+    ap.add_argument("--workload", default=workload)
+    if dry_run is not None:
+        ap.add_argument("--device", default="cuda", help=f"cpu: a dry run of the probe itself ({dry_run})")
+        ap.add_argument("--size", default="full", choices=["full", "tiny"])
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return ap
 
 
 def rerun_in_mode(mode: str, script: str) -> int:

@@ -20,7 +20,6 @@ A SIGTERM during the first step (a deadline's ``timeout``) prints the same for w
 
 from __future__ import annotations
 
-import argparse
 import collections
 import cProfile
 import io
@@ -31,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-from _in_mode import rerun_in_mode
+from _in_mode import mode_parser, rerun_in_mode
 
 
 class Timers:
@@ -134,15 +133,8 @@ def child(workload: str, device: str, size: str, threads: int | None) -> None:
 
 
 def main() -> int:
-    from grace.bench.modes import MODES
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", required=True, choices=sorted(m for m in MODES if m != "eager"))
-    ap.add_argument("--workload", default="BERT")
+    ap = mode_parser(__doc__, "BERT", dry_run="no Triton")
     ap.add_argument("--threads", type=int, default=None, help="Inductor's compile threads (default: its own)")
-    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the probe itself (no Triton)")
-    ap.add_argument("--size", default="full", choices=["full", "tiny"])
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.workload, args.device, args.size, args.threads)

@@ -89,7 +89,8 @@ harness_checks() {
   done
 }
 
-K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
+K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep  # every kind of the differential test
+ALC=$("$PY" -m grace.report.upstream --env all-lean-copy)  # every switch, SCG forced to record
 case "$STAGE" in
   9)  # upstream, and beside it the probes, spread over the GPUs
     upstream_bg
@@ -247,15 +248,13 @@ case "$STAGE" in
         --timeout 540 --gpu-time --compile-together --experiment compile_probe --run-id "${PRUN}-bert-rf$rf" \
         > "$P/bert_compile.race_free$rf.log" 2>&1 &
     done
-    ALC="GRACE_DISABLE=0 GRACE_COPY_GRADS=1 GRACE_CGCT=1 GRACE_PI=1 GRACE_SCG=1 GRACE_SCG_FORCE=graph GRACE_LEAN_REPLAY=1"
-    KINDS=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
     n=2
     for variant in as-run lean-off pi-off cgct-off; do
       case $variant in as-run) E="";; lean-off) E="GRACE_LEAN_REPLAY=0";; pi-off) E="GRACE_PI=0";; cgct-off) E="GRACE_CGCT=0";; esac
       probe=""; [ $variant = as-run ] && probe="--probe trace,guard,outputs"
       # shellcheck disable=SC2086
       env $ALC $E CUDA_VISIBLE_DEVICES=${G[$((n % ${#G[@]}))]} timeout 300 "$PY" -m grace.difftest run-one \
-        --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS $probe > "$P/program.28784022.$variant.txt" 2>&1 &
+        --seed 28784022 --device cuda --max-steps 600 --kinds $K $probe > "$P/program.28784022.$variant.txt" 2>&1 &
       n=$((n + 1))
     done
     wait
@@ -273,15 +272,13 @@ case "$STAGE" in
     CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} GRACE_LOGS=info TORCHINDUCTOR_WORKER_SUPPRESS_LOGGING=0 \
       TORCHINDUCTOR_WORKER_LOGPATH="$P/compile_workers.BERT.log" timeout $(( $(left) - 30 )) "$PY" \
       scripts/probes/compile_profile.py --workload BERT --mode grace-cgct > "$P/compile_profile.BERT.workers.txt" 2>&1 &
-    ( ALC="GRACE_DISABLE=0 GRACE_COPY_GRADS=1 GRACE_CGCT=1 GRACE_PI=1 GRACE_SCG=1 GRACE_SCG_FORCE=graph GRACE_LEAN_REPLAY=1"
-      KINDS=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep
-      # four copies at once on one GPU, twice: the load session 26's differential run had (16 programs over
+    ( # four copies at once on one GPU, twice: the load session 26's differential run had (16 programs over
       # four GPUs), under which two of its reads came back stale and alone none do
       for round in 1 2; do
         for i in 1 2 3 4; do
           # shellcheck disable=SC2086
           env $ALC CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 200 "$PY" -m grace.difftest run-one \
-            --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS > "$P/program.28784022.load$round.$i.txt" 2>&1 &
+            --seed 28784022 --device cuda --max-steps 600 --kinds $K > "$P/program.28784022.load$round.$i.txt" 2>&1 &
         done
         wait
       done
@@ -290,7 +287,7 @@ case "$STAGE" in
       for th in 1 50 5000 0; do
         # shellcheck disable=SC2086
         env $ALC CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 100 "$PY" -m grace.difftest run-one \
-          --seed 28784022 --device cuda --max-steps 600 --kinds $KINDS --gc-threshold $th \
+          --seed 28784022 --device cuda --max-steps 600 --kinds $K --gc-threshold $th \
           > "$P/program.28784022.gc$th.txt" 2>&1
       done
       if [ -n "${SRUN:-}" ]; then

@@ -21,7 +21,6 @@ in one device call:
 
 from __future__ import annotations
 
-import argparse
 import copy
 import cProfile
 import gc
@@ -33,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from _in_mode import rerun_in_mode
+from _in_mode import mode_parser, rerun_in_mode
 
 
 def child(mode: str, workload: str, calls: int, cudnn_tf32: bool) -> None:
@@ -288,15 +287,10 @@ def _replay_only(calls: int) -> dict[str, float]:
 
 
 def main() -> int:
-    from grace.bench.modes import MODES
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", required=True, choices=sorted(m for m in MODES if m != "eager"))
-    ap.add_argument("--workload", default="micro-eos")
+    ap = mode_parser(__doc__.splitlines()[0], "micro-eos")
     ap.add_argument("--calls", type=int, default=400)
     ap.add_argument("--cudnn-tf32", action="store_true",
                     help="cuDNN convolutions in TF32 (PyTorch's default; the benchmark turns it off)")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.mode, args.workload, args.calls, args.cudnn_tf32)

@@ -23,7 +23,6 @@ forward, loss, backward, as the benchmark's worker steps), warms it up, then pri
 
 from __future__ import annotations
 
-import argparse
 import collections
 import cProfile
 import io
@@ -34,7 +33,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from _in_mode import rerun_in_mode
+from _in_mode import mode_parser, rerun_in_mode
 
 SAMPLES = 8  # input samples the steps cycle through
 
@@ -199,15 +198,8 @@ def child(workload: str, steps: int, device: str, size: str) -> None:
 
 
 def main() -> int:
-    from grace.bench.modes import MODES
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", required=True, choices=sorted(m for m in MODES if m not in ("eager", "pt2-nocg")))
-    ap.add_argument("--workload", default="micro-mlp16-T")
+    ap = mode_parser(__doc__, "micro-mlp16-T", exclude=("eager", "pt2-nocg"), dry_run="no graphs")
     ap.add_argument("--steps", type=int, default=300, help="synchronised steps timed, and steps profiled")
-    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the probe itself (no graphs)")
-    ap.add_argument("--size", default="full", choices=["full", "tiny"])
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.workload, args.steps, args.device, args.size)
