@@ -35,9 +35,14 @@ threads would hold copies anyway. A configuration whose tile has at least as man
 threads keeps one load: the variant halves ``num_warps`` until the tile covers the threads, and
 at one warp doubles the reduction block (or ``XBLOCK``) until it does. Inductor's kernels mask
 every block size and compute their grid from the configuration, so any such variant computes the
-same values, up to the order of a reduction's additions. The variant is compiled and read like
-the others and kept only if found race-free; otherwise every configuration stays, as in stock,
-and a warning says so.
+same values, up to the order of a reduction's additions. A variant is compiled only where it puts
+no more elements on a thread than the kernel's own configurations do, or one (a tile that just
+covers its threads): Triton's compile time grows with a thread's elements, and a persistent
+reduction, whose reduction block the kernel's source fixes (``R0_BLOCK: tl.constexpr = 1024``)
+and whose in-place pointer is ``[XBLOCK, 1]``, would need ``XBLOCK`` grown to 32 at one warp, a
+tile of 32 rows held by one warp that Triton takes minutes to compile. The variant is compiled
+and read like the others and kept only if found race-free; otherwise every configuration stays,
+as in stock, and a warning says so.
 
 What :func:`keep_race_free` chose is noted on the autotuner too, and :func:`log_choices` logs it
 in the process that launches the kernel: Inductor discards its compile workers' output, where
@@ -50,7 +55,7 @@ import copy
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,6 +195,25 @@ def race_free_variant(config: Any) -> Any | None:
     return variant
 
 
+def fixed_blocks(size_hints: Any, configs: Sequence[Any]) -> dict[str, int] | None:
+    """The reduction blocks a kernel's source fixes rather than its configurations (a persistent
+    reduction's, the power of two its size hint is), or None where the hints are not known."""
+    if not isinstance(size_hints, Mapping):
+        return None
+    fixed = {}
+    for prefix, numel in size_hints.items():
+        name = f"{prefix.upper()}BLOCK"
+        if prefix.startswith("r") and not any(name in config.kwargs for config in configs):
+            fixed[name] = int(numel)
+    return fixed
+
+
+def elements_per_thread(config: Any, fixed: Mapping[str, int]) -> float:
+    """How many elements of its tile a configuration puts on each of its CTA's threads."""
+    blocks = [v for k, v in config.kwargs.items() if k.endswith("BLOCK") and isinstance(v, int)]
+    return math.prod(blocks) * math.prod(fixed.values()) / (config.num_warps * _THREADS_PER_WARP)
+
+
 def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
     """The compiled configurations to autotune among: those not noted racy, where any remain;
     else race-free variants of them (:func:`race_free_variant`), compiled here; else all."""
@@ -240,6 +264,12 @@ def _compiled_variants(autotuner: Any, racy: Sequence[Any]) -> list[Any]:
     any configuration, if it still races) and kept where it compiled and was not noted."""
     from torch._inductor.runtime.triton_heuristics import triton_config_to_hashable
 
+    name = autotuner.inductor_meta.get("kernel_name")
+    fixed = fixed_blocks(getattr(autotuner, "size_hints", None), racy)
+    if fixed is None:
+        _note_choice(autotuner, logging.INFO, f"{name}: no size hints to bound a variant's cost by; none compiled")
+        return []
+    bound = max(1.0, max(elements_per_thread(config, fixed) for config in racy))
     noted = autotuner.grace_layout_races
     seen: set[Any] = set()
     compiled = []
@@ -248,11 +278,16 @@ def _compiled_variants(autotuner: Any, racy: Sequence[Any]) -> list[Any]:
         if variant is None or triton_config_to_hashable(variant) in seen:
             continue
         seen.add(triton_config_to_hashable(variant))
+        cost = elements_per_thread(variant, fixed)
+        if cost > bound:
+            _note_choice(autotuner, logging.INFO, f"{name}: variant {variant} not compiled: {cost:g} elements a "
+                                                  f"thread, more than the kernel's configurations put on one ({bound:g})")
+            continue
         try:
             result = autotuner._precompile_config(variant)
         except Exception as e:  # an optional variant that fails to compile must not fail the kernel
-            _note_choice(autotuner, logging.INFO, f"{autotuner.inductor_meta.get('kernel_name')}: variant "
-                                                  f"{variant} did not compile ({type(e).__name__}: {e})")
+            _note_choice(autotuner, logging.INFO, f"{name}: variant {variant} did not compile "
+                                                  f"({type(e).__name__}: {e})")
             continue
         if triton_config_to_hashable(variant) not in noted:
             compiled.append(result)

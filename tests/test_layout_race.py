@@ -94,6 +94,7 @@ class _Binary:
 class _Autotuner:
     def __init__(self) -> None:
         self.inductor_meta = {"kernel_name": "triton_red_fused_div_expand_mul_pow_sum_0"}
+        self.size_hints = {"x": 64, "r0_": 16}
 
 
 class _Result:
@@ -342,3 +343,64 @@ def test_a_variant_that_fails_to_compile_is_left_out_and_the_kernel_keeps_its_co
         assert keep_race_free(tuner, results) == results
         log_choices(tuner)
     assert "did not compile (RuntimeError: no such configuration)" in caplog.text
+
+
+def test_a_persistent_reductions_variant_heavier_than_its_configurations_is_not_compiled(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A persistent reduction's source fixes R0_BLOCK (1024 here): covering 32 threads with
+    ``XBLOCK`` would put 1024 elements on each, against 32 in the kernel's heaviest configuration,
+    a compile of minutes. It is not compiled; the configurations stay, as in stock."""
+    triton = pytest.importorskip("triton")
+    from grace.layout_race import keep_race_free, log_choices, note_compiled
+
+    racy_text = (FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()
+    compiled: list[object] = []
+
+    class Tuner(_Autotuner):
+        def _precompile_config(self, cfg: object) -> _Result:
+            compiled.append(cfg)
+            return _Result(cfg)
+
+    tuner = Tuner()
+    tuner.size_hints = {"x": 4096, "r0_": 1024}
+    configs = [triton.Config({"XBLOCK": 1}, num_warps=8), triton.Config({"XBLOCK": 8}, num_warps=8)]
+    for config in configs:
+        note_compiled(tuner, config, _Binary(racy_text))
+    results = [_Result(config) for config in configs]
+    with caplog.at_level("INFO", logger="grace.layout_race"):
+        assert keep_race_free(tuner, results) == results
+        log_choices(tuner)
+    assert compiled == []
+    assert caplog.text.count("not compiled: 1024 elements a thread") == 1  # both configurations give one variant
+    assert "(32)" in caplog.text and "all kept, as stock" in caplog.text
+
+
+def test_without_size_hints_no_variant_is_compiled() -> None:
+    pytest.importorskip("triton")
+    from grace.layout_race import keep_race_free, note_compiled
+
+    class Tuner(_Autotuner):
+        def _precompile_config(self, cfg: object) -> _Result:
+            raise AssertionError("compiled a variant of unknown cost")
+
+    tuner = Tuner()
+    tuner.size_hints = None  # type: ignore[assignment]
+    racy = _config(8, 2)
+    note_compiled(tuner, racy, _Binary((FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()))
+    assert keep_race_free(tuner, [_Result(racy)])[0].config is racy
+    assert "no size hints" in tuner.grace_layout_choices[0][1]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("kwargs", "warps", "fixed", "expected"), [
+    ({"XBLOCK": 8, "R0_BLOCK": 4}, 2, {}, 0.5),
+    ({"XBLOCK": 32}, 1, {"R0_BLOCK": 1024}, 1024.0),
+    ({"XBLOCK": 1, "num_elements": 7}, 8, {"R0_BLOCK": 2048}, 8.0),  # only block sizes count
+])
+def test_elements_per_thread_counts_the_blocks_the_source_fixes(kwargs: dict[str, int], warps: int,
+                                                                fixed: dict[str, int], expected: float) -> None:
+    triton = pytest.importorskip("triton")
+    from grace.layout_race import elements_per_thread, fixed_blocks
+
+    config = triton.Config(kwargs, num_warps=warps)
+    assert elements_per_thread(config, fixed) == expected
+    assert fixed_blocks({"x": 64, "r0_": 2048}, [config]) == ({} if "R0_BLOCK" in kwargs else {"R0_BLOCK": 2048})

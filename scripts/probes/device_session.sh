@@ -8,7 +8,8 @@
 #   STAGE=9 URUN=<date>-u PRUN=<date> TRUN=<date>-tests SHARDS=5 T=590 bash .diag/device_session.sh
 #        upstream under every configuration of --list; beside it, spread over the GPUs: the alignment probe (64 columns,
 #        Inductor's first configuration kept, and autotuned) under stock, the defaults and SCG forced; the autotune probe
-#        under stock and the defaults; the project's CUDA tests (the benchmark's in stage 3)
+#        under stock and the defaults; the project's CUDA tests (the benchmark's in stage 3); with CRUN=<date>-compile,
+#        BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT (the benchmark, one GPU each)
 #   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests SHARDS=5 T=585 bash .diag/device_session.sh
 #        upstream's rechecks; the -lean twins; the differential test of stock, all-lean-copy and all-free-lean-copy
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
@@ -55,7 +56,8 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
        results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) \
     $( [ "$STAGE" = 23 ] || [ "$STAGE" = 25 ] || [ "$STAGE" = 28 ] && echo results/raw/single_gpu/${SRUN:-none} ) \
     $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
-    $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) 2>/dev/null
+    $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) \
+    $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
 T=$((T - 20))
@@ -122,6 +124,13 @@ case "$STAGE" in
       # every CUDA test of the project but the benchmark's (stage 3), one file a process
       for t in trees lean pi pi_tree scg cgct layout_race; do
         gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+      done
+    fi
+    if [ -n "${CRUN:-}" ]; then  # BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT, race-free kernels on
+      for w in BERT MTCG-T; do
+        gpu_next; CUDA_VISIBLE_DEVICES=$GPU GRACE_LOGS=info timeout $(( $(left) - 30 )) "$PY" -m grace.bench --workloads $w \
+          --modes pt2-cg,grace-cgct --repeat 8 --timeout 500 --gpu-time --compile-together --experiment compile_probe \
+          --run-id "${CRUN}-$w" > "$P/compile.$w.log" 2>&1 &
       done
     fi
     wait
