@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# The lab's device calls: one stage a call, under a deadline, everything it wrote packed into one tarball under $OUT.
+# Copy it into an ignored folder (.diag/) and carry that folder; carry [".upstream", ".diag"] (.upstream: PyTorch's
+# test_cudagraph_trees.py and the expecttest wheel, from ../shared/upstream). Unpack each call's tarball into the
+# checkout before the next call: a cut upstream or differential run resumes where it ended. Call back to back (an idle
+# machine is given back after 30 s). A checkout over 64 MiB does not travel: pack finished upstream runs first
+# (python -m grace.report.archive pack results/raw/upstream_cudagraph_trees/<run>).
+#   STAGE=9 URUN=<date>-u PRUN=<date> TRUN=<date>-tests SHARDS=5 T=590 bash .diag/device_session.sh
+#        upstream under every configuration of --list; beside it, spread over the GPUs: the alignment probe (64 columns,
+#        Inductor's first configuration kept, and autotuned) under stock, the defaults and SCG forced; the autotune probe
+#        under stock and the defaults; the project's CUDA tests (the benchmark's in stage 3); with CRUN=<date>-compile,
+#        BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT (the benchmark, one GPU each)
+#   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests SHARDS=5 T=585 bash .diag/device_session.sh
+#        upstream's rechecks; the -lean twins; the differential test of stock, all-lean-copy and all-free-lean-copy
+#   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
+#        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
+#        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
+#        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU
+#   STAGE=21 MRUN=<date>-map PRUN=<date> [TRUN=<date>-tests TESTS=pi_tree] T=<left> bash .diag/device_session.sh
+#        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
+#        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
+#        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN
+#   STAGE=23 SRUN=<date>-sweep [TRUN=<date>-tests TESTS="scg pi_tree"] T=<left> bash .diag/device_session.sh
+#        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
+#        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows; with TRUN,
+#        the CUDA tests TESTS on the first GPU and the sweep on the others
+#   STAGE=25 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
+#        a training step's host time under GraCE split by its per-call parts (the benchmark with --layers; the training
+#        probe per mode), and EOS's iteration under GraCE against PT2-NoCG (replay_overhead.py), on two GPUs; with SRUN,
+#        the sweep goes on over the others
+#   STAGE=27 PRUN=<date> T=<left> bash .diag/device_session.sh
+#        BERT's compile under PT2-CG and GraCE-CGCT with race-free kernels on and off (the benchmark, one GPU each);
+#        the program of seed 28784022 under all-lean-copy with the tree's probes, and with lean replay, PI, CGCT off
+#   STAGE=28 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
+#        where BERT's compile time goes with race-free kernels on and off (scripts/probes/compile_profile.py, every
+#        kernel compiled in the process, one GPU each), and with Inductor's compile workers logging GraCE's choices;
+#        seed 28784022 under all-lean-copy, four copies at once, twice (do its stale reads come back under load?), then
+#        alone with the cyclic collector's threshold at 1, 50, 5000 and off; with SRUN, the sweep after it
+# Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
+set -u
+T=${T:-585}
+if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote comes back in one tarball
+  mkdir -p "$OUT"
+  # a warm machine keeps processes between calls: no benchmark of an earlier call may share the GPUs with this one
+  leftovers() { pgrep -f "python[0-9.]* -m grace\.bench" | tr '\n' ' '; }
+  [ -n "$(leftovers)" ] && { echo "killing an earlier call's benchmark processes: $(leftovers)"; pkill -9 -f "python[0-9.]* -m grace\.bench"; sleep 3; }
+  RESUME=${RESUME:-} INNER=1 timeout -k 5 $((T - 20)) bash "$0"; echo "stage $STAGE: exit $?"
+  [ -n "$(leftovers)" ] && { echo "left running at the deadline, killed: $(leftovers)"; pkill -9 -f "python[0-9.]* -m grace\.bench"; }
+  # what the sweep has left after this call, per workload (the runners cut at the deadline print none)
+  [ -n "${SRUN:-}" ] && "$(bash scripts/python.sh)" -m grace.bench.status --run-id "$SRUN" | tee "$OUT/status.$STAGE.txt" | tail -1
+  tar czf "$OUT/s$STAGE.tgz" results/raw/upstream_cudagraph_trees/${URUN:-none} results/raw/upstream_cudagraph_trees/${ULRUN:-none} results/processed/upstream_cudagraph_trees.csv \
+    results/processed/upstream_cudagraph_trees_differ.md results/raw/probes/${PRUN:-none} results/raw/gpu_checks/${TRUN:-none} \
+    results/raw/differential/${DRUN:-none} results/raw/differential/latest.txt \
+    $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain ) $( [ "$STAGE" = 17 ] || [ "$STAGE" = 21 ] && echo results/raw/harness_check ) \
+    $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
+       results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) \
+    $( [ "$STAGE" = 23 ] || [ "$STAGE" = 25 ] || [ "$STAGE" = 28 ] && echo results/raw/single_gpu/${SRUN:-none} ) \
+    $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
+    $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) \
+    $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) 2>/dev/null
+  ls -la "$OUT"; exit 0
+fi
+T=$((T - 20))
+start=$SECONDS
+left() { echo $((T - (SECONDS - start))); }
+mkdir -p "$OUT"
+nvidia-smi -L > "$OUT/gpus.txt" 2>&1
+bash scripts/setup.sh > "$OUT/setup.$STAGE.log" 2>&1 || { echo "setup failed"; tail -20 "$OUT/setup.$STAGE.log"; }
+PY=$(bash scripts/python.sh)
+# expecttest (PyTorch's tests import it) once, before any stage's processes could install it side by side
+"$PY" -c 'import expecttest' 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --target /tmp/grace-upstream-site \
+  .upstream/expecttest-*.whl > "$OUT/expecttest.$STAGE.log" 2>&1
+export PYTHONPATH=/tmp/grace-upstream-site${PYTHONPATH:+:$PYTHONPATH}
+upstream_bg() {
+  ( CONFIGS="$("$PY" -m grace.report.upstream --list)" SHARDS=${SHARDS:-4} STEP=upstream UPSTREAM_RUN=${URUN:?} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
+      bash scripts/gpu_trust_checks.sh > "$OUT/upstream.$STAGE.log" 2>&1 ) &
+}
+UP="results/raw/upstream_cudagraph_trees/${URUN:-none} results/processed/upstream_cudagraph_trees.csv results/processed/upstream_cudagraph_trees_differ.md"
+# on GPU $1, one process at a time: the harness against a tight loop of the same call (ALNET under PT2-CG), the loop
+# in the benchmark's arithmetic (cuDNN TF32 off) and in PyTorch's default; the benchmark with its timing thread pinned
+# (a core of its own, claimed) and unpinned
+harness_checks() {
+  local P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+  for tf32 in "" --cudnn-tf32; do
+    CUDA_VISIBLE_DEVICES=$1 timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET $tf32 \
+      > "$P/harness.replay_overhead${tf32:+.tf32}.txt" 2>&1
+  done
+  for pin in auto none; do
+    CUDA_VISIBLE_DEVICES=$1 timeout 150 "$PY" -m grace.bench --workloads ALNET --modes pt2-nocg,pt2-cg,grace --repeat 40 \
+      --experiment harness_check --run-id "${PRUN}-harness-pin-$pin" --pin-cpu $pin > "$P/harness.bench.pin-$pin.log" 2>&1
+  done
+}
+
+K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep  # every kind of the differential test
+ALC=$("$PY" -m grace.report.upstream --env all-lean-copy)  # every switch, SCG forced to record
+case "$STAGE" in
+  9)  # upstream, and beside it the probes, spread over the GPUs
+    upstream_bg
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"; n=0
+    gpu_next() { n=$((n + 1)); GPU=${G[$((n % ${#G[@]}))]}; }  # in this shell, not a subshell
+    for mode in reload overwritten; do
+      gpu_next; env CUDA_VISIBLE_DEVICES=$GPU GRACE_DISABLE=1 TORCHINDUCTOR_CACHE_DIR=/tmp/at-stock-$mode timeout 200 "$PY" \
+        scripts/probes/autotune_in_capture.py --rearm $mode > "$P/autotune.$mode.stock.txt" 2>&1 &
+      gpu_next; env CUDA_VISIBLE_DEVICES=$GPU TORCHINDUCTOR_CACHE_DIR=/tmp/at-def-$mode GRACE_SCG_CACHE_DIR=/tmp/as-def-$mode \
+        timeout 200 "$PY" scripts/probes/autotune_in_capture.py --rearm $mode > "$P/autotune.$mode.defaults.txt" 2>&1 &
+    done
+    # the alignment probe: stock, the defaults exactly (no GRACE_ variable) and SCG forced to record, with Inductor's
+    # first configuration kept (expected: stock faults at the new size) and, at the new size, autotuned twice (fresh caches)
+    for case in new-size first; do
+      for cfg in stock defaults scg-forced; do
+        case $cfg in stock) E="GRACE_DISABLE=1";; defaults) E="";; scg-forced) E="GRACE_SCG_FORCE=graph";; esac
+        tunes="no-autotune 1 2"; [ $case = first ] && tunes=no-autotune
+        for tune in $tunes; do
+          A=(--case $case --cols 64); [ $tune = no-autotune ] && A+=(--no-autotune)
+          c=/tmp/al-$case-$cfg-$tune
+          gpu_next; env CUDA_VISIBLE_DEVICES=$GPU $E TORCHINDUCTOR_CACHE_DIR=$c/i TRITON_CACHE_DIR=$c/t GRACE_SCG_CACHE_DIR=$c/s \
+            timeout 150 "$PY" scripts/probes/misaligned_first_call.py "${A[@]}" > "$P/misaligned64.$case.$cfg.$tune.txt" 2>&1 &
+        done
+      done
+    done
+    if [ -n "${TRUN:-}" ]; then
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      # every CUDA test of the project but the benchmark's (stage 3), one file a process
+      for t in trees lean pi pi_tree scg cgct layout_race; do
+        gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+      done
+    fi
+    if [ -n "${CRUN:-}" ]; then  # BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT, race-free kernels on
+      for w in BERT MTCG-T; do
+        gpu_next; CUDA_VISIBLE_DEVICES=$GPU GRACE_LOGS=info timeout $(( $(left) - 30 )) "$PY" -m grace.bench --workloads $w \
+          --modes pt2-cg,grace-cgct --repeat 8 --timeout 500 --gpu-time --compile-together --experiment compile_probe \
+          --run-id "${CRUN}-$w" > "$P/compile.$w.log" 2>&1 &
+      done
+    fi
+    wait
+    ;;
+  3)  # upstream's rechecks; the -lean twins; the differential test of stock against GraCE's defaults
+    [ -n "${URUN:-}" ] && upstream_bg
+    if [ -n "${TRUN:-}" ]; then  # the benchmark's CUDA test, beside the rest
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+      CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 450 "$PY" -m pytest -q -rs tests/test_bench_cuda.py \
+        > "$D/test_bench_cuda.log" 2>&1 &
+    fi
+    [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
+        STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
+        bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
+    CONFIGS="stock all-lean-copy all-free-lean-copy" KINDS=$K \
+    STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 200 )) JOBS=${JOBS:-16} \
+      bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
+    wait
+    ;;
+  17)  # what upstream runs have left; then, quiet, one GPU: lean replay's gain
+    [ -n "${URUN:-}" ] && upstream_bg
+    [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
+        STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) / 2 )) \
+        bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
+    wait
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    harness_checks "${G[$((1 % ${#G[@]}))]}" &
+    # and the artifact's smoke test on a third GPU (behaviour unchanged after a refactor)
+    CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1 &
+    CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 20 )) "$PY" -m grace.bench --workloads ${LEAN_WORKLOADS:-EOS,DR-T,micro-mlp16,ALNET,micro-eos} \
+      --modes pt2-nocg,pt2-cg,grace-no-lean,grace --repeat ${REPEAT_LEAN:-30} --experiment lean_gain --run-id "${PRUN}-lean" \
+      > "$P/lean_gain.log" 2>&1
+    "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline grace-no-lean > "$P/lean_gain.paired.txt" 2>&1
+    "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline pt2-cg >> "$P/lean_gain.paired.txt" 2>&1
+    wait
+    ;;
+  21)  # the replay map, a shard on each GPU but the first (scripts/run_sharded.sh), resumable; the harness checks on
+    # the first, with PRUN (each benchmark claims its own timing core)
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    if [ -n "${PRUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
+      (
+        if [ -n "${TRUN:-}" ]; then  # with TRUN, first the CUDA tests named in TESTS (default: the PI tree's)
+          D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+          for t in ${TESTS:-pi_tree}; do
+            CUDA_VISIBLE_DEVICES=${G[0]} timeout 300 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1
+          done
+        fi
+        harness_checks "${G[0]}"
+      ) &
+      G=("${G[@]:1}")
+    fi
+    CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
+      bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
+    wait
+    ;;
+  23)  # the single-GPU sweep (Figures 10, 11, the README's headline), resumable, a shard on each GPU
+    # every mode's worker compiles at once (--compile-together): DALLE2 and TEFD compile for about five minutes a
+    # mode, too long one mode after another in a ten-minute call; the rows' compile times then overlap (Figure 13
+    # wants a run without it), but for the memory-bound workloads, whose config lines start them a few at a time
+    # (configs/workloads_single_gpu_25.txt); those marked first (DALLE2, TEFD, XLNET-T) start a call; no workload
+    # starts in the last four minutes, each writes its rows before the deadline with fewer rounds where need
+    # be (at least 4), and a workload the deadline still cuts runs again after the others
+    # With TRUN, the CUDA tests named in TESTS run on the first GPU, one file after another, and the sweep on the others.
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    if [ -n "${TRUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      ( for t in ${TESTS:-scg pi_tree}; do
+          CUDA_VISIBLE_DEVICES=${G[0]} timeout 300 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1
+        done ) &
+      G=("${G[@]:1}")
+    fi
+    # shellcheck disable=SC2086
+    CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) \
+      END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
+      ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+    wait
+    ;;
+  25)  # a training step's extra host time under GraCE split by its parts: the benchmark with --layers in PT2-CG,
+    # GraCE and GraCE without each per-call part (stale-output guard, gradient copies, lean replay) on the first GPU;
+    # the training probe per mode on the second (scripts/probes/training_host.py); with SRUN, the sweep on the others
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    TM=pt2-cg,grace,grace-no-guard,grace-no-copy-grads,grace-no-lean
+    ( CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 40 )) "$PY" -m grace.bench --workloads micro-mlp16-T,DR-T \
+        --modes $TM --layers --gpu-time --repeat 40 --experiment training_host --run-id "${PRUN}-train" \
+        > "$P/training_host.bench.log" 2>&1
+      "$PY" -m grace.report.paired "results/raw/training_host/${PRUN}-train/rows.jsonl" --baseline pt2-cg \
+        > "$P/training_host.paired.txt" 2>&1 ) &
+    ( for w in micro-mlp16-T DR-T; do
+        for m in ${TM//,/ }; do
+          CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} timeout 150 "$PY" scripts/probes/training_host.py --workload $w \
+            --mode $m > "$P/training_host.$w.$m.txt" 2>&1
+        done
+      done
+      # and EOS, which SCG keeps out of graphs, slower under GraCE than under PT2-NoCG (the replay map: 185 against
+      # 163 us, host and device alike): where the iteration's extra time goes, per mode
+      for m in pt2-nocg grace grace-cgct grace-no-lean; do
+        CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} timeout 150 "$PY" scripts/probes/replay_overhead.py --workload EOS \
+          --mode $m > "$P/replay_overhead.EOS.$m.txt" 2>&1
+      done
+      # and DNET's tree layer (286 us for one graph of hundreds of inputs): which of the tree's steps grows with them
+      for m in pt2-cg grace; do
+        CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} timeout 200 "$PY" scripts/probes/replay_overhead.py --workload DNET \
+          --mode $m > "$P/replay_overhead.DNET.$m.txt" 2>&1
+      done ) &
+    if [ -n "${SRUN:-}" ] && [ ${#G[@]} -gt 2 ]; then
+      # shellcheck disable=SC2086
+      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:2}") RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
+        bash scripts/run_single_gpu_experiments.sh ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+    fi
+    wait
+    ;;
+  27)  # BERT's backward compiles for six minutes under GraCE against seven seconds under PT2-CG: the benchmark
+    # with race-free kernels on (the default) and off, one GPU each, fresh caches, GraCE's info log (the
+    # autotuner's left-out configurations and compiled variants); and the stale reads of seed 28784022 under
+    # all-lean-copy, with the tree's probes, then with lean replay, PI and CGCT off in turn, on the other GPUs
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    for rf in 1 0; do
+      CUDA_VISIBLE_DEVICES=${G[$(( (1 - rf) % ${#G[@]} ))]} GRACE_RACE_FREE_KERNELS=$rf GRACE_LOGS=info \
+        timeout $(( $(left) - 30 )) "$PY" -m grace.bench --workloads BERT --modes pt2-cg,grace-cgct --repeat 8 \
+        --timeout 540 --gpu-time --compile-together --experiment compile_probe --run-id "${PRUN}-bert-rf$rf" \
+        > "$P/bert_compile.race_free$rf.log" 2>&1 &
+    done
+    n=2
+    for variant in as-run lean-off pi-off cgct-off; do
+      case $variant in as-run) E="";; lean-off) E="GRACE_LEAN_REPLAY=0";; pi-off) E="GRACE_PI=0";; cgct-off) E="GRACE_CGCT=0";; esac
+      probe=""; [ $variant = as-run ] && probe="--probe trace,guard,outputs"
+      # shellcheck disable=SC2086
+      env $ALC $E CUDA_VISIBLE_DEVICES=${G[$((n % ${#G[@]}))]} timeout 300 "$PY" -m grace.difftest run-one \
+        --seed 28784022 --device cuda --max-steps 600 --kinds $K $probe > "$P/program.28784022.$variant.txt" 2>&1 &
+      n=$((n + 1))
+    done
+    wait
+    ;;
+  28)  # BERT's compile: the first step in one process under cProfile, race-free kernels on (GPU 0) and off (GPU 1),
+    # Inductor compiling every kernel in the process; and the default compile with its workers' output kept (GPU 2);
+    # seed 28784022 under all-lean-copy under load, then the sweep with SRUN (GPU 3)
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    for rf in 1 0; do
+      CUDA_VISIBLE_DEVICES=${G[$(( (1 - rf) % ${#G[@]} ))]} GRACE_RACE_FREE_KERNELS=$rf GRACE_LOGS=info \
+        timeout $(( $(left) - 30 )) "$PY" scripts/probes/compile_profile.py --workload BERT --mode grace-cgct \
+        --threads 1 > "$P/compile_profile.BERT.race_free$rf.txt" 2>&1 &
+    done
+    CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} GRACE_LOGS=info TORCHINDUCTOR_WORKER_SUPPRESS_LOGGING=0 \
+      TORCHINDUCTOR_WORKER_LOGPATH="$P/compile_workers.BERT.log" timeout $(( $(left) - 30 )) "$PY" \
+      scripts/probes/compile_profile.py --workload BERT --mode grace-cgct > "$P/compile_profile.BERT.workers.txt" 2>&1 &
+    ( # four copies at once on one GPU, twice: the load session 26's differential run had (16 programs over
+      # four GPUs), under which two of its reads came back stale and alone none do
+      for round in 1 2; do
+        for i in 1 2 3 4; do
+          # shellcheck disable=SC2086
+          env $ALC CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 200 "$PY" -m grace.difftest run-one \
+            --seed 28784022 --device cuda --max-steps 600 --kinds $K > "$P/program.28784022.load$round.$i.txt" 2>&1 &
+        done
+        wait
+      done
+      # alone, with Python's cyclic collector run at other moments (0: off): whether when it frees a held
+      # output decides the program's path
+      for th in 1 50 5000 0; do
+        # shellcheck disable=SC2086
+        env $ALC CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 100 "$PY" -m grace.difftest run-one \
+          --seed 28784022 --device cuda --max-steps 600 --kinds $K --gc-threshold $th \
+          > "$P/program.28784022.gc$th.txt" 2>&1
+      done
+      if [ -n "${SRUN:-}" ]; then
+        CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
+          END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
+          ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+      fi ) &
+    wait
+    ;;
+esac
