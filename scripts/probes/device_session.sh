@@ -36,6 +36,10 @@
 #        kernel compiled in the process, one GPU each), and with Inductor's compile workers logging GraCE's choices;
 #        seed 28784022 under all-lean-copy, four copies at once, twice (do its stale reads come back under load?), then
 #        alone with the cyclic collector's threshold at 1, 50, 5000 and off; with SRUN, the sweep after it
+#   STAGE=29 PRUN=<date> DRUN=<date>-diff T=<left> bash .diag/device_session.sh
+#        the stale reads under all-lean-copy, whose programs came back right when run alone: seed 41324020 alone three
+#        times (GPU 0; the first with the tree's probes), and the differential run that read it stale again, its
+#        38 seeds from 41324000 under all-lean-copy, 16 programs at a time (the load it had), over the other GPUs
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -304,6 +308,22 @@ case "$STAGE" in
           END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
           ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
       fi ) &
+    wait
+    ;;
+  29)  # the stale reads under all-lean-copy: seed 41324020 alone, and again under the differential run's load
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    ( for i in 1 2 3; do
+        probe=""; [ $i = 1 ] && probe="--probe trace,guard,outputs"
+        # shellcheck disable=SC2086
+        env $ALC CUDA_VISIBLE_DEVICES=${G[0]} timeout 150 "$PY" -m grace.difftest run-one --seed 41324020 \
+          --device cuda --max-steps 600 --kinds $K $probe > "$P/program.41324020.alone$i.txt" 2>&1
+      done ) &
+    if [ ${#G[@]} -gt 1 ]; then
+      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:1}") CONFIGS="all-lean-copy" KINDS=$K START_SEED=41324000 \
+        STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 150 )) JOBS=${JOBS:-16} \
+        bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
+    fi
     wait
     ;;
 esac
