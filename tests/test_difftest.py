@@ -828,6 +828,24 @@ def test_the_outputs_probe_tells_an_output_wrong_as_returned_from_one_written_af
     assert "changed since the call returned; as returned right" in out.getvalue()
 
 
+def test_describe_output_tells_a_cached_output_from_its_views_and_other_tensors() -> None:
+    import torch
+
+    from grace.difftest.probe import describe_output
+
+    cached, other = torch.ones(4, 4), torch.ones(4)
+    torch._C._set_cached_tensors_enabled(True)  # as the tree does while it runs
+    torch._C._add_cached_tensor(cached)
+    try:
+        assert describe_output(cached) == f"{cached.data_ptr():#x} cached"
+        assert describe_output(cached[1:]).endswith("view of a cached output")
+        assert describe_output(other[1:]).endswith(" view")
+        assert describe_output(other) == f"{other.data_ptr():#x} uncached"
+    finally:
+        torch._C._remove_cached_tensor(cached)
+        torch._C._set_cached_tensors_enabled(False)
+
+
 def test_describe_block_names_the_allocator_block_under_an_address() -> None:
     from grace.difftest.probe import describe_block
 

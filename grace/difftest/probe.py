@@ -381,6 +381,7 @@ class OutputWatch:
     def returned(self, index: int, outputs: list[Any]) -> None:
         # to the host, so that the copies allocate nothing on the device that eager could take
         self.copies = [t.detach().to("cpu", copy=True) for t in outputs]
+        self.say(f"step {index} returned {', '.join(describe_output(t) for t in outputs)}")
 
     def mismatched(self, index: int, outputs: list[Any], expected: list[Any], tol: float) -> None:
         import torch
@@ -395,6 +396,20 @@ class OutputWatch:
             self.say(f"step {index} output {j} at {out.data_ptr():#x} ({out.untyped_storage().nbytes()} B): "
                      f"{'changed' if changed else 'unchanged'} since the call returned; as returned "
                      f"{'right' if right_then else 'wrong'}; block: {describe_block(segments, out.data_ptr())}")
+
+
+def describe_output(t: Any) -> str:
+    """An output's address and what tensor it is: a graph node's cached output (the one tensor
+    the stale-output guard marks), a view of one, or another tensor over the same memory."""
+    import torch
+
+    if torch._C._is_cached_tensor(t):
+        kind = "cached"
+    elif t._base is not None:
+        kind = "view of a cached output" if torch._C._is_cached_tensor(t._base) else "view"
+    else:
+        kind = "uncached"
+    return f"{t.data_ptr():#x} {kind}"
 
 
 def describe_block(segments: list[dict[str, Any]], address: int) -> str:
