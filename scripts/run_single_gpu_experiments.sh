@@ -8,7 +8,8 @@
 #   RUN_ID=R STOP_AFTER=420 bash scripts/run_single_gpu_experiments.sh   # ...again: it resumes
 #
 # A run that has started is resumed: workloads with rows for every mode are skipped, and those
-# an earlier call cut go after the rest (`--resume`; RETRY=error,timeout,mismatch reruns those);
+# an earlier call cut go after the rest (`--resume`; RETRY=error,timeout,mismatch reruns those;
+# REDO=BERT,MTCG-T reruns those where their rows ran other code than the checkout's);
 # a run packed into <run>.tar.xz (grace.report.archive) is unpacked back into its folder first.
 # STOP_AFTER starts no new workload after that many seconds, so one call of a machine lent for
 # ten minutes ends in time; the next call with the same RUN_ID goes on. END_AFTER has every
@@ -36,6 +37,7 @@ resume=()
 if [ -s "$RUN_DIR/rows.jsonl" ] || [ -s "$RUN_DIR/attempts.jsonl" ]; then  # rows, or workloads started
   resume=(--resume)
   [ -n "${RETRY:-}" ] && resume+=(--retry "$RETRY")
+  [ -n "${REDO:-}" ] && resume+=(--redo "$REDO")
   echo "== resuming run $RUN_ID ($(cat "$RUN_DIR/rows.jsonl" 2>/dev/null | wc -l) rows so far) =="
 fi
 stop=()

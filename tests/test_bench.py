@@ -740,6 +740,27 @@ def test_retry_reruns_a_workload_in_every_mode_when_its_latest_row_failed(tmp_pa
     assert names(pending(targets, modes, tmp_path, frozenset({"mismatch"}))) == []
 
 
+def test_redo_reruns_a_named_workload_whose_rows_ran_other_code(tmp_path: Path) -> None:
+    from grace.bench.targets import pending
+
+    targets = [Target(get(n), 1) for n in ("micro-mlp2", "micro-mlp16")]
+    modes = parse_modes("eager,pt2-nocg")
+    rows = [("micro-mlp2", "eager", "old"), ("micro-mlp2", "pt2-nocg", None),  # a row from before the field
+            ("micro-mlp16", "eager", "old"), ("micro-mlp16", "pt2-nocg", "old")]
+    (tmp_path / "rows.jsonl").write_text("".join(
+        json.dumps({"workload": w, "mode": m, "status": "ok", "versions": {"grace_code": c}}) + "\n"
+        for w, m, c in rows))
+    names = lambda ts: [t.workload.name for t in ts]  # noqa: E731
+    assert pending(targets, modes, tmp_path) == [], "without --redo every row counts as done"
+    assert names(pending(targets, modes, tmp_path, redo=frozenset({"micro-mlp2"}), code="new")) == ["micro-mlp2"]
+    with (tmp_path / "rows.jsonl").open("a") as f:  # its rerun, by this code
+        for m in ("eager", "pt2-nocg"):
+            f.write(json.dumps({"workload": "micro-mlp2", "mode": m, "status": "ok",
+                                "versions": {"grace_code": "new"}}) + "\n")
+    assert pending(targets, modes, tmp_path, redo=frozenset({"micro-mlp2"}), code="new") == [], \
+        "a call after the rerun finds it done"
+
+
 def test_a_workload_an_earlier_call_cut_runs_after_those_not_yet_tried(tmp_path: Path) -> None:
     from grace.bench import results
     from grace.bench.targets import cut_attempts, first_first, pending
@@ -1083,5 +1104,14 @@ def test_a_run_records_its_commit_dirty_only_where_the_code_it_executes_changed(
     monkeypatch.setattr(results, "REPO_ROOT", tmp_path)
     (tmp_path / "results" / "run.tar.xz").unlink()
     assert not results._git_commit().endswith("-dirty")
+    committed = results.code_hash("HEAD")
+    assert committed is not None and results.code_hash() == committed
     (tmp_path / "grace" / "x.py").write_text("A = 2\n")
     assert results._git_commit().endswith("-dirty")
+    edited = results.code_hash()
+    assert edited != committed, "the code that runs has changed"
+    (tmp_path / "grace" / "new.py").write_text("B = 1\n")  # a file the checkout's HEAD lacks
+    assert results.code_hash() not in (edited, committed)
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "d")
+    assert results.code_hash("HEAD") == results.code_hash(), "the same code, committed, hashes the same"

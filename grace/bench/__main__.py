@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry", default="", metavar="STATUSES",
                         help="with --resume, run again (in every mode) the workloads whose latest row for "
                              f"a mode has one of these comma-separated statuses: {', '.join(RETRYABLE)}")
+    parser.add_argument("--redo", default="", metavar="WORKLOADS",
+                        help="with --resume, run again (in every mode) these comma-separated workloads where "
+                             "their latest rows ran other code than this checkout's (versions.grace_code)")
     parser.add_argument("--attempts-before", type=float, default=None, metavar="EPOCH",
                         help="with --resume, take only workloads started before this time (seconds since "
                              "the epoch) and never finished for cut ones: runners started together pass "
@@ -138,10 +141,14 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 raise ValueError(f"--retry: unknown status {', '.join(sorted(unknown))} "
                                  f"(choose from {', '.join(RETRYABLE)})")
+            redo = frozenset(x.strip() for x in args.redo.split(",") if x.strip())
+            unknown = redo - {t.workload.name for t in targets}
+            if unknown:
+                raise ValueError(f"--redo: {', '.join(sorted(unknown))} not among the workloads run")
             targets = pending(targets, modes, results.run_dir(args.experiment, args.run_id), retry,
-                              args.attempts_before)
-        elif args.retry:
-            raise ValueError("--retry goes with --resume and the --run-id of the run to finish")
+                              args.attempts_before, redo, results.versions()["grace_code"] if redo else None)
+        elif args.retry or args.redo:
+            raise ValueError("--retry and --redo go with --resume and the --run-id of the run to finish")
         targets = shard(first_first(targets), *args.shard)
     except (ConfigError, ValueError) as e:
         print(f"grace.bench: {e}", file=sys.stderr)

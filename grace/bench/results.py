@@ -122,6 +122,7 @@ def versions() -> dict[str, Any]:
         "triton": installed_version("triton"),
         "grace": __version__,
         "grace_commit": _git_commit(),
+        "grace_code": code_hash(),
     }
 
 
@@ -140,6 +141,39 @@ def _git_commit() -> str | None:
         return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def code_hash(commit: str | None = None) -> str | None:
+    """A hash of the code a run executes (the files under ``CODE_PATHS``: their paths, modes and
+    contents), as it is on disk, or as ``commit`` has it. Rows of one commit's code carry the
+    same hash wherever they ran, also where the checkout's ``HEAD`` is an older commit with the
+    newer code on top (``-dirty``), which the commit alone does not tell apart."""
+    import hashlib
+    import tempfile
+
+    def git(*args: str, env: dict[str, str] | None = None) -> str:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=60,
+                              check=True, env=env).stdout
+
+    try:
+        if commit is not None:
+            listing = git("ls-tree", "-r", commit, "--", *CODE_PATHS)  # mode type blob<TAB>path
+            entries = [(line.split()[0], line.split()[2], line.split("\t", 1)[1]) for line in listing.splitlines()]
+        else:
+            with tempfile.TemporaryDirectory() as tmp:  # an index of its own: the checkout's is left as it is
+                env = {**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
+                git("read-tree", "HEAD", env=env)
+                present = [path for path in CODE_PATHS if (REPO_ROOT / path).exists()]
+                gone = [path for path in CODE_PATHS if path not in present]
+                if present:
+                    git("add", "-A", "--", *present, env=env)
+                if gone:
+                    git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *gone, env=env)
+                listing = git("ls-files", "--stage", "--", *CODE_PATHS, env=env)  # mode blob stage<TAB>path
+            entries = [(line.split()[0], line.split()[1], line.split("\t", 1)[1]) for line in listing.splitlines()]
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return hashlib.sha1("".join(f"{m} {b} {p}\n" for m, b, p in sorted(entries, key=lambda e: e[2])).encode()).hexdigest()[:12]
 
 
 def command_line() -> str:

@@ -64,9 +64,12 @@ def shard(targets: list[Target], index: int, count: int) -> list[Target]:
 
 
 def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
-            retry: frozenset[str] = frozenset(), attempts_before: float | None = None) -> list[Target]:
+            retry: frozenset[str] = frozenset(), attempts_before: float | None = None,
+            redo: frozenset[str] = frozenset(), code: str | None = None) -> list[Target]:
     """The targets that still lack a row for one of ``modes`` in the run, or whose latest row
-    for one of them has a status in ``retry`` (``error``, say, after an out-of-memory kill).
+    for one of them has a status in ``retry`` (``error``, say, after an out-of-memory kill), or,
+    for the workloads named in ``redo``, ran other code than ``code`` (its ``versions.grace_code``:
+    a change that alters what they measure, rerun in a run that goes on).
 
     A retried target runs in every mode again, so that its modes stay measured side by side;
     its new rows follow the old ones, and readers keep the last row of each (workload, mode).
@@ -81,7 +84,9 @@ def pending(targets: list[Target], modes: list[Mode], out_dir: Path,
 
     def done(name: str, mode: Mode) -> bool:
         row = latest.get((name, mode.name))
-        return row is not None and row["status"] not in retry
+        if row is None or row["status"] in retry:
+            return False
+        return name not in redo or (row.get("versions") or {}).get("grace_code") == code
 
     todo = [t for t in targets if not all(done(t.workload.name, m) for m in modes_for(t, modes))]
     if len(todo) < len(targets):
