@@ -44,6 +44,15 @@ tile of 32 rows held by one warp that Triton takes minutes to compile. The varia
 and read like the others and kept only if found race-free; otherwise every configuration stays,
 as in stock, and a warning says so.
 
+:func:`order_racy_loads` removes the race without changing the configuration: a CTA barrier
+(``gpu.barrier``) before each store of the racy pointer, where each of its loads comes before each
+of its stores in the module's text, makes every thread's loads happen before any thread's store.
+:func:`install_ordering` applies it inside Triton's compiler (a pass on its stage hook, after
+``make_ttgir``) to kernels whose name carries :data:`ORDER_MARK`, so that an ordered binary never
+shares a cache entry with a plain one; :func:`find_layout_races` does not report a pointer so
+ordered. The autotuner does not use it yet: ``scripts/probes/inplace_reduction_race.py --order``
+checks it on the GPU first.
+
 What :func:`keep_race_free` chose is noted on the autotuner too, and :func:`log_choices` logs it
 in the process that launches the kernel: Inductor discards its compile workers' output, where
 most kernels are compiled, so a record logged there would be lost.
@@ -91,18 +100,27 @@ class LayoutRace:
 def find_layout_races(ttgir: str) -> list[LayoutRace]:
     """Every pointer argument of the module's functions with a load in a layout none of its
     stores has, where it is stored through a tensor of pointers at all."""
-    races: list[LayoutRace] = []
-    for kernel, args, body in _functions(ttgir):
+    return [race for race, _ in _races(ttgir) if race is not None]
+
+
+def _races(ttgir: str) -> list[tuple[LayoutRace | None, _Accesses]]:
+    """Each racy pointer argument's race, with where it is loaded and stored; the race is None
+    where a barrier already orders every load of it before every store (:func:`order_racy_loads`)."""
+    found: list[tuple[LayoutRace | None, _Accesses]] = []
+    for kernel, args, body, start in _functions(ttgir):
         root: dict[str, str] = {a: a for a in args}  # SSA value -> the pointer argument it derives from
         loads: dict[str, set[str]] = {}
         stores: dict[str, set[str]] = {}
-        for line in body:
+        where: dict[str, _Accesses] = {}
+        for j, line in enumerate(body):
             access = _ACCESS.match(line)
             if access is not None:
                 arg = root.get(access["ptr"])
                 layout = _pointer_layout(access["rest"])
                 if arg is not None and layout is not None:
                     (loads if access["op"] == "tt.load" else stores).setdefault(arg, set()).add(layout)
+                    lines = where.setdefault(arg, _Accesses([], []))
+                    (lines.loads if access["op"] == "tt.load" else lines.stores).append(start + j)
                 continue
             definition = _DEF.match(line)
             if definition is None:
@@ -118,15 +136,60 @@ def find_layout_races(ttgir: str) -> list[LayoutRace]:
                 first = _OPERAND.search(rest)
                 if first is not None and first[0] in root:
                     root[definition["results"].split(":")[0]] = root[first[0]]
+        lines = ttgir.splitlines()
         for arg in sorted(stores):
             unshared = loads.get(arg, set()) - stores[arg]
             if unshared:
-                races.append(LayoutRace(kernel, arg.lstrip("%"), tuple(sorted(stores[arg])), tuple(sorted(unshared))))
-    return races
+                race = LayoutRace(kernel, arg.lstrip("%"), tuple(sorted(stores[arg])), tuple(sorted(unshared)))
+                ordered = where[arg].orderable() and all(
+                    lines[i - 1].strip().startswith(_BARRIER) for i in where[arg].stores)
+                found.append((None if ordered else race, where[arg]))
+    return found
 
 
-def _functions(ttgir: str) -> list[tuple[str, list[str], list[str]]]:
-    """(name, pointer arguments, body lines) of each ``tt.func`` in the module."""
+@dataclass(frozen=True)
+class _Accesses:
+    """The module's line numbers of one pointer argument's loads and stores."""
+
+    loads: list[int]
+    stores: list[int]
+
+    def orderable(self) -> bool:
+        """Whether each load comes before each store in the module's text: then a barrier just
+        before each store makes every thread's loads happen before any thread's store."""
+        return not self.loads or max(self.loads) < min(self.stores)
+
+
+_BARRIER = "gpu.barrier"
+
+
+def order_racy_loads(ttgir: str) -> str | None:
+    """The module with a CTA barrier (``gpu.barrier``, ``bar.sync 0`` in PTX) before each store
+    of a pointer that has the race, or None where there is no race or a barrier cannot order it.
+
+    Triton's control flow is the program's, the same for all of a CTA's threads, so a barrier
+    in any region is reached by all of them. It orders the race away where each load of the
+    pointer comes before each of its stores in the text: in one pass over straight-line code,
+    or in one iteration of a loop whose iterations load and store their own elements, as
+    Inductor's in-place kernels do. A load after a store of the same pointer (a value read
+    back) is left alone, and so is a warp-specialized kernel, whose warps do not all reach a
+    barrier."""
+    if "ttg.warp_specialize" in ttgir:
+        return None
+    races = [(race, where) for race, where in _races(ttgir) if race is not None]
+    if not races or not all(where.orderable() for _, where in races):
+        return None
+    lines = ttgir.splitlines(keepends=True)
+    before = sorted({i for _, where in races for i in where.stores}, reverse=True)
+    for i in before:
+        indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+        lines.insert(i, f"{indent}{_BARRIER}\n")
+    return "".join(lines)
+
+
+def _functions(ttgir: str) -> list[tuple[str, list[str], list[str], int]]:
+    """(name, pointer arguments, body lines, the body's first line in the module) of each
+    ``tt.func`` in the module."""
     lines = ttgir.splitlines()
     found = []
     for i, line in enumerate(lines):
@@ -139,7 +202,7 @@ def _functions(ttgir: str) -> list[tuple[str, list[str], list[str]]]:
                 break
             body.append(inner)
             depth += inner.count("{") - inner.count("}")
-        found.append((head["name"], _POINTER_ARG.findall(head["args"]), body))
+        found.append((head["name"], _POINTER_ARG.findall(head["args"]), body, i + 1))
     return found
 
 
@@ -292,3 +355,50 @@ def _compiled_variants(autotuner: Any, racy: Sequence[Any]) -> list[Any]:
         if triton_config_to_hashable(variant) not in noted:
             compiled.append(result)
     return compiled
+
+
+# kernels whose name carries this are compiled with their racy loads ordered (install_ordering)
+ORDER_MARK = "__grace_ordered"
+
+
+def install_ordering() -> None:
+    """Compile every kernel whose name carries :data:`ORDER_MARK` with :func:`order_racy_loads`
+    applied after Triton's ``make_ttgir`` (a pass on Triton's stage hook, :mod:`grace.triton_hooks`;
+    idempotent). The mark keeps such binaries apart from plain ones in Triton's cache, whose key
+    hashes the kernel's source and name but not the stage hook."""
+    from grace import triton_hooks
+
+    triton_hooks.wrap_stage("race_order", "ttgir", _ordering)
+
+
+def _ordering(make_ttgir: Any) -> Any:
+    def make_ttgir_ordered(src: Any, metadata: dict) -> Any:
+        module = make_ttgir(src, metadata)
+        name = module.get_entry_func_name()
+        if ORDER_MARK not in name:
+            return module
+        ordered = order_racy_loads(str(module))
+        if ordered is None:
+            return module  # nothing to order, or nothing a barrier orders: read like any binary
+        log.debug("%s: racy loads ordered before their stores by a barrier", name)
+        return _parse_ttgir(ordered, module.context)
+
+    return make_ttgir_ordered
+
+
+def _parse_ttgir(text: str, context: Any) -> Any:
+    """The module ``text`` reads as, in ``context`` (Triton parses IR from a file only)."""
+    import os
+    import tempfile
+
+    from triton._C.libtriton import ir
+
+    fd, path = tempfile.mkstemp(suffix=".ttgir")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        module = ir.parse_mlir_module(path, context)
+        module.context = context  # as Triton's own IR sources set it, for the later stages' passes
+        return module
+    finally:
+        os.unlink(path)

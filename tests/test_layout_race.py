@@ -404,3 +404,88 @@ def test_elements_per_thread_counts_the_blocks_the_source_fixes(kwargs: dict[str
     config = triton.Config(kwargs, num_warps=warps)
     assert elements_per_thread(config, fixed) == expected
     assert fixed_blocks({"x": 64, "r0_": 2048}, [config]) == ({} if "R0_BLOCK" in kwargs else {"R0_BLOCK": 2048})
+
+
+_RACY_BODY = ("    %p = tt.splat %buf : !tt.ptr<f32> -> tensor<64x!tt.ptr<f32>, #blocked> loc(#loc)\n"
+              "    %q = tt.splat %buf : !tt.ptr<f32> -> tensor<64x!tt.ptr<f32>, #blocked1> loc(#loc)\n"
+              "    %x = tt.load %p : tensor<64x!tt.ptr<f32>, #blocked> loc(#loc)\n"
+              "    %y = tt.load %q : tensor<64x!tt.ptr<f32>, #blocked1> loc(#loc)\n"
+              "    tt.store %p, %x : tensor<64x!tt.ptr<f32>, #blocked> loc(#loc)\n")
+
+
+def test_a_barrier_goes_before_each_store_of_the_racy_pointer_and_nowhere_else() -> None:
+    from grace.layout_race import order_racy_loads
+
+    racy = (FIXTURES / "inplace_reduction_xblock8_warps2.ttgir").read_text()
+    ordered = order_racy_loads(racy)
+    assert ordered is not None and find_layout_races(ordered) == []
+    added = [line for line in ordered.splitlines() if line not in racy.splitlines()]
+    assert [line.strip() for line in added] == ["gpu.barrier"]
+    lines = ordered.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == "gpu.barrier")
+    assert lines[at + 1].strip().startswith("tt.store %tmp5_40"), "just before the in-place store, in the loop"
+    assert lines[at].startswith(" " * 6), "indented as the store it precedes"
+    assert order_racy_loads((FIXTURES / "inplace_reduction_xblock32_warps2.ttgir").read_text()) is None, "no race"
+    assert order_racy_loads(ordered) is None, "ordered already"
+
+
+def test_a_load_after_a_store_of_the_pointer_is_not_ordered_and_stays_a_race() -> None:
+    from grace.layout_race import order_racy_loads
+
+    read_back = _RACY_BODY + "    %z = tt.load %q : tensor<64x!tt.ptr<f32>, #blocked1> loc(#loc)\n"
+    assert order_racy_loads(_kernel(read_back)) is None
+    barrier_anyway = read_back.replace("    tt.store", "    gpu.barrier\n    tt.store")
+    assert find_layout_races(_kernel(barrier_anyway)) != [], "a barrier does not order a load after the store"
+    assert order_racy_loads(_kernel(_RACY_BODY)) is not None
+    assert order_racy_loads(_kernel(_RACY_BODY).replace("module attributes",
+                                                        "// ttg.warp_specialize\nmodule attributes")) is None
+
+
+def test_the_pinned_triton_compiles_every_configuration_ordered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's kernel under the ordering mark, compiled here for sm_90: the race is gone from
+    every configuration's TTGIR, a ``bar.sync`` comes between the in-place loads and store in its
+    PTX, and the plain kernel, compiled in the same process, is left as it was."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    from grace import triton_hooks
+
+    probe = _probe_kernel()
+    try:
+        ordered = probe.ordered_kernel()  # type: ignore[attr-defined]
+        compiled = {cfg: probe.compile_for_sm90(*cfg, kernel=ordered) for cfg in probe.CONFIGS}  # type: ignore[attr-defined]
+        plain = probe.compile_for_sm90(8, 4, 2)  # type: ignore[attr-defined]
+    except Exception as e:  # noqa: BLE001 - no LLVM backend for NVIDIA in this triton build
+        pytest.skip(f"triton cannot compile for sm_90 here: {type(e).__name__}: {e}")
+    finally:
+        triton_hooks.remove("race_order")
+    assert all(find_layout_races(c.asm["ttgir"]) == [] for c in compiled.values())
+    ptx = [line.strip() for line in compiled[(8, 4, 2)].asm["ptx"].splitlines()]
+    loads = [i for i, line in enumerate(ptx) if "ld.global.L1::evict_first" in line]
+    stores = [i for i, line in enumerate(ptx) if "st.global" in line]
+    barriers = [i for i, line in enumerate(ptx) if line.startswith("bar.sync")]
+    assert any(max(loads) < b < min(stores) for b in barriers)
+    assert find_layout_races(plain.asm["ttgir"]) and "bar.sync" not in plain.asm["ptx"]
+
+
+def test_graces_stage_passes_chain_on_tritons_one_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("triton")
+    from triton import knobs
+
+    from grace import triton_hooks
+
+    seen: list[str] = []
+    monkeypatch.setattr(knobs.runtime, "add_stages_inspection_hook", lambda *a: seen.append("user's"))
+    users = knobs.runtime.add_stages_inspection_hook
+    triton_hooks.add("a", lambda *a: seen.append("a"))
+    triton_hooks.add("b", lambda *a: seen.append("b"))
+    top = knobs.runtime.add_stages_inspection_hook
+    triton_hooks.add("a", lambda *a: seen.append("a again"))
+    assert knobs.runtime.add_stages_inspection_hook is top, "added once"
+    knobs.runtime.add_stages_inspection_hook(None, {}, None, None, None)
+    assert seen == ["user's", "a", "b"]
+    triton_hooks.remove("a")
+    seen.clear()
+    knobs.runtime.add_stages_inspection_hook(None, {}, None, None, None)
+    assert seen == ["user's", "b"] and triton_hooks.installed("b") and not triton_hooks.installed("a")
+    triton_hooks.remove("b")
+    assert knobs.runtime.add_stages_inspection_hook is users

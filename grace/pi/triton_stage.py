@@ -10,10 +10,10 @@ Which parameters a kernel reads indirectly is written into the kernel's name:
 * the stage hook needs no side channel, so it works the same in Inductor's compile worker
   processes as in the main one.
 
-:func:`install` adds a stage hook through Triton 3.6's ``knobs.runtime.add_stages_inspection_hook``
-that wraps the ``ptx`` stage: kernels whose name carries the marker go through
-:func:`grace.pi.ptx.indirect_params`, all others are untouched. If another hook was installed
-first it still runs. The hook must be installed in whichever process compiles a marked kernel;
+:func:`install` adds a pass to Triton 3.6's stage hook (:mod:`grace.triton_hooks`) that wraps
+the ``ptx`` stage: kernels whose name carries the marker go through
+:func:`grace.pi.ptx.indirect_params`, all others are untouched. A hook installed before it
+still runs. The hook must be installed in whichever process compiles a marked kernel;
 a binary compiled without it keeps plain parameters, which is why users of a marked kernel check
 its PTX with :func:`grace.pi.ptx.is_indirected` before trusting it.
 """
@@ -82,31 +82,17 @@ def ptx_param_indices(signature: Mapping[str, str], names: Sequence[str]) -> tup
 
 def install() -> None:
     """Install the stage hook in this process (idempotent; keeps a hook installed before it)."""
-    from triton import knobs
+    from grace import triton_hooks
 
-    current = knobs.runtime.add_stages_inspection_hook
-    if getattr(current, "_grace_pi", False):
-        return
-
-    def hook(backend: Any, stages: dict, options: Any, language: Any, capability: Any) -> None:
-        if current is not None:
-            current(backend, stages, options, language, capability)
-        if "ptx" in stages:
-            stages["ptx"] = _with_indirection(stages["ptx"])
-
-    hook._grace_pi = True  # type: ignore[attr-defined]
-    hook._grace_previous = current  # type: ignore[attr-defined]
-    knobs.runtime.add_stages_inspection_hook = hook
+    triton_hooks.wrap_stage("pi", "ptx", _with_indirection)
     log.debug("PTX indirection stage hook installed")
 
 
 def uninstall() -> None:
-    """Put back the hook that was there before :func:`install` (tests use this)."""
-    from triton import knobs
+    """Take the hook out again, leaving any other (tests use this)."""
+    from grace import triton_hooks
 
-    hook = knobs.runtime.add_stages_inspection_hook
-    if getattr(hook, "_grace_pi", False):
-        knobs.runtime.add_stages_inspection_hook = hook._grace_previous
+    triton_hooks.remove("pi")
 
 
 def _with_indirection(make_ptx: Any) -> Any:

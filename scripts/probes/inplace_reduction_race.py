@@ -15,6 +15,11 @@ and counts launches whose column sums are wrong; a configuration with one load i
     python scripts/probes/inplace_reduction_race.py [--launches 20000]
     python scripts/probes/inplace_reduction_race.py --ptx   # on the CPU: loads and stores per configuration
     python scripts/probes/inplace_reduction_race.py --ptx --configs "8,4,1 2,16,1"   # others
+    python scripts/probes/inplace_reduction_race.py --order [--ptx]   # a barrier orders the loads first
+
+With ``--order`` the kernel is compiled under a marked name with ``grace.layout_race``'s ordering
+pass: a barrier before each store of a pointer it also loads in another layout
+(``order_racy_loads``). Expected: no wrong launch in any configuration.
 
 The real program without the in-place reuse (expected right if this is the cause):
 
@@ -73,7 +78,28 @@ def triton_red_fused_div_expand_mul_pow_sum_0(in_out_ptr0, in_ptr0, out_ptr0, ks
 CONFIGS = [(8, 4, 2), (2, 4, 2), (32, 4, 8), (32, 4, 2)]
 
 
-def count_wrong(xblock: int, rblock: int, warps: int, launches: int, batch: int = 4) -> dict:
+def ordered_kernel() -> Any:
+    """The kernel under the name that asks for ``grace.layout_race``'s ordering pass, which is
+    installed: a module of its own, since Triton reads a kernel's source from its file."""
+    import importlib.util
+    import inspect
+    import tempfile
+
+    from grace import layout_race
+
+    base = triton_red_fused_div_expand_mul_pow_sum_0.fn.__name__
+    name = base + layout_race.ORDER_MARK
+    source = inspect.getsource(triton_red_fused_div_expand_mul_pow_sum_0.fn).replace(base, name)
+    path = Path(tempfile.mkdtemp(prefix="grace-ordered-")) / "ordered_kernel.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n\n" + source)  # the source has its decorator
+    spec = importlib.util.spec_from_file_location("ordered_kernel", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    layout_race.install_ordering()
+    return getattr(module, name)
+
+
+def count_wrong(xblock: int, rblock: int, warps: int, launches: int, batch: int = 4, kernel: Any = None) -> dict:
     torch.manual_seed(0)
     out = torch.randn(batch, 20, device="cuda")
     tangent = torch.ones((), device="cuda")
@@ -83,8 +109,8 @@ def count_wrong(xblock: int, rblock: int, warps: int, launches: int, batch: int 
     wrong, columns, ratios = 0, set(), set()
     for _ in range(launches):
         buf, sums = out.clone(), torch.empty(20, device="cuda")
-        triton_red_fused_div_expand_mul_pow_sum_0[grid](buf, tangent, sums, batch, 20, batch,
-                                                         XBLOCK=xblock, R0_BLOCK=rblock, num_warps=warps)
+        (kernel or triton_red_fused_div_expand_mul_pow_sum_0)[grid](
+            buf, tangent, sums, batch, 20, batch, XBLOCK=xblock, R0_BLOCK=rblock, num_warps=warps)
         close = torch.isclose(sums, expected, rtol=1e-5, atol=1e-6)
         if not bool(close.all()):
             wrong += 1
@@ -93,29 +119,29 @@ def count_wrong(xblock: int, rblock: int, warps: int, launches: int, batch: int 
             ratios.update(round(r, 4) for r in (sums[cols] / expected[cols]).tolist())
         if not torch.allclose(buf, scaled):
             raise AssertionError("the in-place output itself is wrong: not the race this probe looks for")
-    return {"config": [xblock, rblock, warps], "launches": launches, "wrong": wrong,
+    return {"config": [xblock, rblock, warps], "ordered": kernel is not None, "launches": launches, "wrong": wrong,
             "columns": sorted(columns), "ratios": sorted(ratios)[:8]}
 
 
-def compile_for_sm90(xblock: int, rblock: int, warps: int) -> Any:
-    """The kernel compiled for sm_90 in this process (no GPU needed)."""
+def compile_for_sm90(xblock: int, rblock: int, warps: int, kernel: Any = None) -> Any:
+    """The kernel (or ``kernel``, its ordered copy) compiled for sm_90 in this process (no GPU needed)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     signature = {"in_out_ptr0": "*fp32", "in_ptr0": "*fp32", "out_ptr0": "*fp32", "ks0": "i64",
                  "xnumel": "i32", "r0_numel": "i32", "XBLOCK": "constexpr", "R0_BLOCK": "constexpr"}
     aligned = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
-    source = ASTSource(triton_red_fused_div_expand_mul_pow_sum_0, signature,
+    source = ASTSource(kernel or triton_red_fused_div_expand_mul_pow_sum_0, signature,
                        {"XBLOCK": xblock, "R0_BLOCK": rblock}, aligned)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 1})
 
 
-def global_accesses(xblock: int, rblock: int, warps: int) -> dict:
+def global_accesses(xblock: int, rblock: int, warps: int, kernel: Any = None) -> dict:
     """The compiled kernel's predicated global loads and stores, read from its PTX (two loads per
     stored element is the racy shape), and what :mod:`grace.layout_race` finds in its TTGIR."""
     from grace.layout_race import find_layout_races
 
-    compiled = compile_for_sm90(xblock, rblock, warps)
+    compiled = compile_for_sm90(xblock, rblock, warps, kernel)
     lines = compiled.asm["ptx"].splitlines()
     return {"config": [xblock, rblock, warps],
             "layout_races": [race.describe() for race in find_layout_races(compiled.asm["ttgir"])],
@@ -131,16 +157,19 @@ def main() -> None:
                         help="XBLOCK,R0_BLOCK,warps triples separated by spaces (default: Inductor's four)")
     parser.add_argument("--ptx", action="store_true",
                         help="compile each configuration for sm_90 and count its global accesses (no GPU needed)")
+    parser.add_argument("--order", action="store_true",
+                        help="the kernel with grace.layout_race's barrier before its racy stores")
     args = parser.parse_args()
     configs = [tuple(int(v) for v in c.split(",")) for c in args.configs.split()] or CONFIGS
+    kernel = ordered_kernel() if args.order else None
     if args.ptx:
         for config in configs:
-            print(json.dumps(global_accesses(*config)), flush=True)
+            print(json.dumps(global_accesses(*config, kernel=kernel)), flush=True)
         return
     if not torch.cuda.is_available():
         raise SystemExit("inplace_reduction_race: needs a CUDA GPU")
     for config in configs:
-        print(json.dumps(count_wrong(*config, launches=args.launches)), flush=True)
+        print(json.dumps(count_wrong(*config, launches=args.launches, kernel=kernel)), flush=True)
 
 
 if __name__ == "__main__":
