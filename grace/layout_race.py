@@ -28,21 +28,23 @@ not) and notes a racy one on the autotuner, which carries the note back from a w
 :func:`keep_race_free` then leaves the noted configurations out of the compiled set, where one
 without the race remains, before anything is benchmarked or launched.
 
-Where every configuration has it, :func:`race_free_variant` derives one that Triton compiles
-without it. Triton rematerializes a load in a second layout only where the load is cheap: its
-tensor of pointers has fewer elements than the CTA has threads (``num_warps`` x 32), so that some
-threads would hold copies anyway. A configuration whose tile has at least as many elements as
-threads keeps one load: the variant halves ``num_warps`` until the tile covers the threads, and
-at one warp doubles the reduction block (or ``XBLOCK``) until it does. Inductor's kernels mask
-every block size and compute their grid from the configuration, so any such variant computes the
-same values, up to the order of a reduction's additions. A variant is compiled only where it puts
-no more elements on a thread than the kernel's own configurations do, or one (a tile that just
-covers its threads): Triton's compile time grows with a thread's elements, and a persistent
-reduction, whose reduction block the kernel's source fixes (``R0_BLOCK: tl.constexpr = 1024``)
-and whose in-place pointer is ``[XBLOCK, 1]``, would need ``XBLOCK`` grown to 32 at one warp, a
-tile of 32 rows held by one warp that Triton takes minutes to compile. The variant is compiled
-and read like the others and kept only if found race-free; otherwise every configuration stays,
-as in stock, and a warning says so.
+Where every configuration has it, the same configurations are compiled again with the race
+ordered away (below), and kept where their TTGIR reads race-free. Failing that,
+:func:`race_free_variant` derives configurations that Triton compiles without it. Triton
+rematerializes a load in a second layout only where the load is cheap: its tensor of pointers
+has fewer elements than the CTA has threads (``num_warps`` x 32), so that some threads would
+hold copies anyway. A configuration whose tile has at least as many elements as threads keeps
+one load: the variant halves ``num_warps`` until the tile covers the threads, and at one warp
+doubles the reduction block (or ``XBLOCK``) until it does. Inductor's kernels mask every block
+size and compute their grid from the configuration, so any such variant computes the same
+values, up to the order of a reduction's additions. A variant is compiled only where it puts no
+more elements on a thread than the kernel's own configurations do, or one (a tile that just
+covers its threads): Triton's compile time grows with a thread's elements. A persistent
+reduction's source fixes its reduction block (``R0_BLOCK: tl.constexpr = 1024``), and its
+configurations name ``XBLOCK`` alone: grown to 32 at one warp, that is 32 rows of 1,024 on one
+warp, which Triton takes minutes to compile. The variant is compiled and read like the others
+and kept only if found race-free; otherwise every configuration stays, as in stock, and a
+warning says so.
 
 :func:`order_racy_loads` removes the race without changing the configuration: a CTA barrier
 (``gpu.barrier``) before each store of the racy pointer, where each of its loads comes before each
@@ -50,8 +52,8 @@ of its stores in the module's text, makes every thread's loads happen before any
 :func:`install_ordering` applies it inside Triton's compiler (a pass on its stage hook, after
 ``make_ttgir``) to kernels whose name carries :data:`ORDER_MARK`, so that an ordered binary never
 shares a cache entry with a plain one; :func:`find_layout_races` does not report a pointer so
-ordered. The autotuner does not use it yet: ``scripts/probes/inplace_reduction_race.py --order``
-checks it on the GPU first.
+ordered. ``scripts/probes/inplace_reduction_race.py --order`` launches the ordered kernel on the
+GPU and counts wrong results per configuration.
 
 What :func:`keep_race_free` chose is noted on the autotuner too, and :func:`log_choices` logs it
 in the process that launches the kernel: Inductor discards its compile workers' output, where
@@ -66,6 +68,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from grace.log import get_logger
@@ -293,7 +296,9 @@ def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
         else:
             free.append(result)
     if not free:
-        free = _compiled_variants(autotuner, left_out)
+        free, how = _compiled_ordered(autotuner, left_out), "the same configurations ordered by a barrier"
+        if not free:
+            free, how = _compiled_variants(autotuner, left_out), "variants that do not"
         if not free:
             _note_choice(autotuner, logging.WARNING,
                          f"{name}: every configuration loads a pointer it stores in another layout, and no "
@@ -301,7 +306,7 @@ def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
             return list(results)
         _note_choice(autotuner, logging.INFO,
                      f"{name}: every configuration loads a pointer it stores in another layout; autotuning "
-                     f"among variants that do not instead: {'; '.join(str(r.config) for r in free)}")
+                     f"among {how} instead: {'; '.join(str(r.config) for r in free)}")
         return free
     if left_out:
         _note_choice(autotuner, logging.INFO,
@@ -320,6 +325,59 @@ def log_choices(autotuner: Any) -> None:
     called where Inductor readies a compiled kernel to launch (``patches/pi/0003``)."""
     for level, message in autotuner.__dict__.pop("grace_layout_choices", ()):
         log.log(level, "%s", message)
+
+
+def _compiled_ordered(autotuner: Any, racy: Sequence[Any]) -> list[Any]:
+    """``racy`` compiled again as the kernel under :data:`ORDER_MARK` (:func:`install_ordering`),
+    by a copy of the autotuner with that kernel, each kept where its TTGIR is read race-free."""
+    name = autotuner.inductor_meta.get("kernel_name")
+    try:
+        ordered = object.__new__(type(autotuner))  # not copy.copy: the autotuner's pickling state drops its lock
+        ordered.__dict__.update(autotuner.__dict__)
+        ordered.fn = _ordered_kernel(autotuner.fn)
+    except Exception as e:  # an optional rewrite that cannot be built must not fail the kernel
+        _note_choice(autotuner, logging.INFO, f"{name}: no ordered copy ({type(e).__name__}: {e})")
+        return []
+    ordered.grace_layout_races = {}  # its own notes, from its own binaries
+    install_ordering()
+    from torch._inductor.runtime.triton_heuristics import triton_config_to_hashable
+
+    compiled = []
+    for config in racy:
+        try:
+            result = ordered._precompile_config(config)
+        except Exception as e:
+            _note_choice(autotuner, logging.INFO, f"{name}: {config} ordered did not compile ({type(e).__name__}: {e})")
+            continue
+        if triton_config_to_hashable(config) not in ordered.grace_layout_races:
+            compiled.append(result)
+    return compiled
+
+
+def _ordered_kernel(kernel: Any) -> Any:
+    """The Triton ``JITFunction`` ``kernel`` renamed under :data:`ORDER_MARK`, from a copy of the
+    module that defines it, written beside it (Triton reads a kernel's source from its file)."""
+    import importlib.util
+    import os
+
+    base = kernel.__name__
+    path = Path(kernel.fn.__code__.co_filename)
+    marked = base + ORDER_MARK
+    target = path.with_name(f"{path.stem}{ORDER_MARK}.py")
+    if not target.exists():
+        source = re.sub(rf"(?<![\w]){re.escape(base)}(?![\w])", marked, path.read_text())
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(source)
+        os.replace(partial, target)  # whole, for another compile worker reading it at once
+    spec = importlib.util.spec_from_file_location(target.stem, target)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {target}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from triton.runtime.jit import JITFunction
+
+    found = getattr(module, marked)
+    return found if isinstance(found, JITFunction) else found.fn  # Inductor's modules make it an autotuner
 
 
 def _compiled_variants(autotuner: Any, racy: Sequence[Any]) -> list[Any]:
