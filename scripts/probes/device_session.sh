@@ -8,7 +8,8 @@
 #   STAGE=9 URUN=<date>-u PRUN=<date> TRUN=<date>-tests SHARDS=5 T=590 bash .diag/device_session.sh
 #        upstream under every configuration of --list; beside it, spread over the GPUs: the alignment probe (64 columns,
 #        Inductor's first configuration kept, and autotuned) under stock, the defaults and SCG forced; the autotune probe
-#        under stock and the defaults; the project's CUDA tests (the benchmark's in stage 3); with CRUN=<date>-compile,
+#        under stock and the defaults; the in-place reduction's race counted plain and ordered by a barrier; the
+#        project's CUDA tests (the benchmark's in stage 3); with CRUN=<date>-compile,
 #        BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT (the benchmark, one GPU each)
 #   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests SHARDS=5 T=585 bash .diag/device_session.sh
 #        upstream's rechecks; the -lean twins; the differential test of stock, all-lean-copy and all-free-lean-copy
@@ -130,6 +131,11 @@ case "$STAGE" in
         gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
       done
     fi
+    # the in-place reduction's race, launch by launch: the plain kernel, and ordered by grace.layout_race's barrier
+    for order in "" --order; do
+      gpu_next; CUDA_VISIBLE_DEVICES=$GPU TRITON_CACHE_DIR=/tmp/race${order:+-ordered} timeout 300 "$PY" \
+        scripts/probes/inplace_reduction_race.py --launches 20000 $order > "$P/inplace_race${order:+.ordered}.jsonl" 2>&1 &
+    done
     if [ -n "${CRUN:-}" ]; then  # BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT, race-free kernels on
       for w in BERT MTCG-T; do
         gpu_next; CUDA_VISIBLE_DEVICES=$GPU GRACE_LOGS=info timeout $(( $(left) - 30 )) "$PY" -m grace.bench --workloads $w \
