@@ -67,7 +67,7 @@ import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,7 @@ def _races(ttgir: str) -> list[tuple[LayoutRace | None, _Accesses]]:
     """Each racy pointer argument's race, with where it is loaded and stored; the race is None
     where a barrier already orders every load of it before every store (:func:`order_racy_loads`)."""
     found: list[tuple[LayoutRace | None, _Accesses]] = []
+    module_lines = ttgir.splitlines()
     for kernel, args, body, start in _functions(ttgir):
         root: dict[str, str] = {a: a for a in args}  # SSA value -> the pointer argument it derives from
         loads: dict[str, set[str]] = {}
@@ -122,8 +123,8 @@ def _races(ttgir: str) -> list[tuple[LayoutRace | None, _Accesses]]:
                 layout = _pointer_layout(access["rest"])
                 if arg is not None and layout is not None:
                     (loads if access["op"] == "tt.load" else stores).setdefault(arg, set()).add(layout)
-                    lines = where.setdefault(arg, _Accesses([], []))
-                    (lines.loads if access["op"] == "tt.load" else lines.stores).append(start + j)
+                    accesses = where.setdefault(arg, _Accesses())
+                    (accesses.loads if access["op"] == "tt.load" else accesses.stores).append(start + j)
                 continue
             definition = _DEF.match(line)
             if definition is None:
@@ -139,23 +140,22 @@ def _races(ttgir: str) -> list[tuple[LayoutRace | None, _Accesses]]:
                 first = _OPERAND.search(rest)
                 if first is not None and first[0] in root:
                     root[definition["results"].split(":")[0]] = root[first[0]]
-        lines = ttgir.splitlines()
         for arg in sorted(stores):
             unshared = loads.get(arg, set()) - stores[arg]
             if unshared:
                 race = LayoutRace(kernel, arg.lstrip("%"), tuple(sorted(stores[arg])), tuple(sorted(unshared)))
                 ordered = where[arg].orderable() and all(
-                    lines[i - 1].strip().startswith(_BARRIER) for i in where[arg].stores)
+                    module_lines[i - 1].strip().startswith(_BARRIER) for i in where[arg].stores)
                 found.append((None if ordered else race, where[arg]))
     return found
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Accesses:
     """The module's line numbers of one pointer argument's loads and stores."""
 
-    loads: list[int]
-    stores: list[int]
+    loads: list[int] = field(default_factory=list)
+    stores: list[int] = field(default_factory=list)
 
     def orderable(self) -> bool:
         """Whether each load comes before each store in the module's text: then a barrier just
