@@ -19,11 +19,17 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    that the user still holds is noted by weak reference. Four kinds, stock marking none of them
    where a replayed path ends:
 
-   - a node's cached outputs whose tensor someone besides the tree holds (a holder of its
-     storage alone reads on, as in stock: marking reaches a tensor); the node swaps a new
-     tensor into the held one's place in its cache (:func:`_swap_cached_output`: the same
-     storage and version counter, a new ``TensorImpl``), so that the next replay hands out a
-     tensor no user holds, as stock's first replay does;
+   - a node's cached outputs that someone besides the tree holds, through their own tensor or
+     through another tensor on their storage (a view; and Inductor's code between graph
+     partitions and AOTAutograd hand out such tensors in an output's place: a view of an
+     intermediate, a 3-D linear layer's output, ``reinterpret_tensor`` and ``_unsafe_view`` of
+     the graph's buffer). The node's cache gets a new tensor over a new storage object at the
+     same memory (:func:`_replace_cached_output`, as ``_initialize_cached_tensors`` makes one),
+     so that the next replay hands out tensors no user holds, and the old storage object is
+     noted: every tensor on it, whoever made it, is the user's. The tree's cached outputs never
+     own their memory, so marking that storage frees nothing; where one would (a storage with
+     the caching allocator's deleter), the held tensor is swapped for a new one on the same
+     storage and noted instead (:func:`_swap_cached_output`), as stock notes a warm-up's;
    - a node's outputs from its recording (a recording followed by a replay below it in one
      generation ends as a replayed path; stock marks a recording's outputs only where the path
      ends at the recording);
@@ -36,19 +42,22 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
      tensor on every replay that neither the node nor stock keeps.
 2. When the call that ended the path returns (``CUDAGraphTreeManager.run``), each noted output
    still alive gets the tree's overwritten-output message, as stock marks a warm-up's outputs:
-   the tensor handed out raises on its next read (a view the user made of it does not, as in
-   stock). The call itself reads them as its inputs first (``x = f(x)`` after
-   ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes), and only a later read
-   raises.
+   a noted storage object (``_set_storage_data_ptr_access_error_msg``, stock's mark of a
+   warm-up's live storages) makes every tensor on it raise on its next read, views included;
+   a noted tensor (the recording's outputs, uncached outputs) raises itself, and a view the
+   user made of it does not, as in stock. The call itself reads them as its inputs first
+   (``x = f(x)`` after ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes),
+   and only a later read raises.
 3. Where a path ends, an output costs two counter reads (:func:`_held_indices`) where they
    decide: a tensor nobody but the tree holds, and one a Python reference beyond the tree's
    holds, which the tree's own test calls live on the same count; the test runs only for a C++
-   holder (an autograd save, a view's base). An output held at a generation's end, as in any
-   loop ``out = f(x)`` (the last ``out`` is alive during the call), costs besides one weak
-   reference, one ``detach`` and the cached-tensor registry's update, and its marking when the
-   call returns, whose message is formatted once per stack trace; the node's other cached
-   outputs, its storages and weak references stay as they are. A replay of a node with no
-   uncached output pays one dictionary lookup.
+   holder (an autograd save, a view's base). One more counter read, its storage's use count
+   (:func:`_shared_indices`), finds another tensor on its storage. An output held at a
+   generation's end, as in any loop ``out = f(x)`` (the last ``out`` is alive during the call),
+   costs besides one weak reference to its storage, a new storage object and tensor and the
+   cached-tensor registry's update, and its marking when the call returns, whose message is
+   formatted once per stack trace; the node's other cached outputs stay as they are. A replay
+   of a node with no uncached output pays one dictionary lookup.
 4. On only with :func:`grace.trees.hardened` and ``grace.config.stale_outputs_raise``, as the
    tree is made; otherwise the manager's guard is None and the tree is stock's.
 """
@@ -62,11 +71,14 @@ from typing import Any, Optional
 
 import torch
 from torch._inductor.cudagraph_trees import is_live
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from grace.tree_liveness import CachedOutputLiveness
 
 getrefcount = sys.getrefcount
 _is_cached_tensor = torch._C._is_cached_tensor
+_storage_use_count = torch._C._storage_Use_Count
+_has_standard_deleter = torch._C._has_Standard_Deleter
 
 
 class StaleOutputGuard:
@@ -151,20 +163,72 @@ class StaleOutputGuard:
         pending, self._pending = self._pending, []
         messages = self._messages
         for ref, trace in pending:
+            if type(ref) is StorageWeakRef:  # a storage object, every tensor on it
+                if ref.expired():
+                    continue
+                torch._C._set_storage_data_ptr_access_error_msg(ref.cdata, self._message_for(trace))
+                continue
             tensor = ref()
             if tensor is not None:
-                message = messages.get(trace)
-                if message is None:
-                    message = messages[trace] = self._message(trace)
-                torch._C._set_storage_access_error_msg(tensor, message)
+                torch._C._set_storage_access_error_msg(tensor, self._message_for(trace))
+
+    def _message_for(self, trace: Optional[str]) -> str:
+        message = self._messages.get(trace)
+        if message is None:
+            message = self._messages[trace] = self._message(trace)
+        return message
 
 
 def _note_and_swap_held(node: Any, pending: list[tuple[Any, Optional[str]]]) -> None:
-    """Each held cached output of ``node`` noted in ``pending`` and swapped out of its cache."""
+    """Each cached output of ``node`` held beyond the tree, through its own tensor or another on
+    its storage, noted in ``pending`` and replaced in the node's cache: by a tensor over a new
+    storage object at the same memory (:func:`_replace_cached_output`), the old storage object
+    noted, so that every tensor on it raises; where that storage owns its memory, which marking
+    it would free, by a new tensor on the same storage (:func:`_swap_cached_output`), the held
+    tensor noted, as stock marks a warm-up's outputs."""
     cached, traces = node.cached_tensor_outputs, node.stack_traces
-    for i in _held_indices(node):
-        pending.append((weakref.ref(cached[i]), traces[i] if traces else None))
-        cached[i] = _swap_cached_output(cached[i])
+    held = _held_indices(node)
+    shared = _shared_indices(node)
+    for i in sorted(set(held).union(shared)) if shared else held:
+        trace = traces[i] if traces else None
+        storage = cached[i].untyped_storage()
+        if _has_standard_deleter(storage._cdata):
+            pending.append((weakref.ref(cached[i]), trace))
+            cached[i] = _swap_cached_output(cached[i])
+            continue
+        pending.append((StorageWeakRef(storage), trace))
+        _replace_cached_output(node, i)
+
+
+# the holders of a cached output's storage that are the tree's: the storage's Python object and
+# the cached tensor (as StorageWeakRefWrapper.expired counts them)
+_TREE_STORAGE_HOLDERS = 2
+
+
+def _shared_indices(node: Any) -> list[int]:
+    """Indices of the cached outputs of ``node`` whose storage another tensor holds: a view of
+    the output, or an alias Inductor's code between graph partitions or AOTAutograd made of it
+    (``reinterpret_tensor``, ``_unsafe_view``) and handed to the user in its place, which no mark
+    of the output's own tensor reaches."""
+    cached, refs = node.cached_tensor_outputs, node.outputs_weakrefs
+    return [i for i in range(len(cached))
+            if cached[i] is not None and refs[i] is not None
+            and _storage_use_count(refs[i].ref.cdata) > _TREE_STORAGE_HOLDERS]
+
+
+def _replace_cached_output(node: Any, i: int) -> None:
+    """Output ``i`` of ``node`` cached anew, as ``_initialize_cached_tensors`` makes it: a tensor
+    over a new storage object at the output's memory, registered, and the node's weak reference
+    moved to it. The old storage object (which the graph's memory does not belong to: the
+    tree's cached outputs never own it) is left to whoever holds it, to be marked."""
+    old = node.cached_tensor_outputs[i]
+    metadata = node.outputs_metadata[i]
+    fresh = node._reconstruct_from_tensor_metadata(metadata, node.create_storage(metadata))
+    if _is_cached_tensor(old):
+        torch._C._remove_cached_tensor(old)
+        torch._C._add_cached_tensor(fresh)
+    node.cached_tensor_outputs[i] = fresh
+    node.outputs_weakrefs[i].swap_weakref(fresh.untyped_storage()._weak_ref())
 
 
 def _held_indices(node: Any) -> list[int]:

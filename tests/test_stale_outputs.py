@@ -87,18 +87,44 @@ def test_a_path_nobody_holds_keeps_its_cache_and_nothing_is_invalidated() -> Non
         torch._C._remove_cached_tensor(t)
 
 
-def test_an_output_held_through_a_view_is_swapped_and_the_view_still_reads() -> None:
+def test_an_output_held_through_a_view_is_replaced_and_the_view_raises_after_the_call() -> None:
     node, guard = _Node(1), _guard()
     base = node.cached_tensor_outputs[0]
     view = base.view(4, 4)
     del base
     guard.path_ends(node)
-    assert view._base is not node.cached_tensor_outputs[0], "the next replay hands out a new tensor"
+    fresh = node.cached_tensor_outputs[0]
+    assert view._base is not fresh, "the next replay hands out a new tensor"
+    assert fresh.untyped_storage()._cdata != view.untyped_storage()._cdata, "over a new storage object"
+    assert fresh.data_ptr() == view.data_ptr(), "at the graph's memory"
+    view.sum()  # the call that ended the path still reads it as its input
     guard.call_ends()
-    view.data_ptr()  # views are not marked, as stock does not mark views of a warm-up's outputs
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        view.sum()
     with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
         view._base.data_ptr()
-    torch._C._remove_cached_tensor(node.cached_tensor_outputs[0])
+    fresh.sum()
+    torch._C._remove_cached_tensor(fresh)
+
+
+def test_an_alias_the_framework_handed_out_in_the_outputs_place_raises_after_the_call() -> None:
+    """Inductor's code between graph partitions returns ``reinterpret_tensor(buf, ...)`` of a
+    partition's output, and AOTAutograd ``_unsafe_view`` of it: new tensors on the output's
+    storage, not views of its tensor. Held in the output's place, each keeps the output live for
+    the tree and raises once a call ended its path."""
+    node, guard = _Node(2, hardened=True), _guard()
+    out0, out1 = node.cached_tensor_outputs
+    reinterpreted = torch.empty(0).set_(out0.untyped_storage(), 0, (4, 4), (4, 1))
+    unsafe_view = torch.ops.aten._unsafe_view(out1, (4, 4))
+    del out0, out1
+    guard.path_ends(node)
+    guard.call_ends()
+    for alias in (reinterpreted, unsafe_view):
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+            alias.sum()
+    for t in node.cached_tensor_outputs:
+        t.sum()
+        torch._C._remove_cached_tensor(t)
 
 
 def test_held_outputs_of_a_recording_raise_where_a_replayed_path_below_it_ends() -> None:
@@ -220,32 +246,37 @@ def test_the_guard_exists_only_with_its_switch_and_a_hardened_tree() -> None:
             assert isinstance(stale_output_guard(str), StaleOutputGuard) is expected, switches
 
 
-def test_the_outputs_held_are_those_the_trees_test_calls_live_through_their_own_tensor() -> None:
-    """Where a path ends the guard swaps and marks the outputs whose tensor someone besides the
-    tree holds: a Python holder, a view (it holds its base) and an autograd save, as the tree's
-    test says. A tensor sharing an output's storage alone keeps the output live for the tree,
-    but no mark can reach it through the output: the output keeps its cached tensor, and the
-    sharer reads on after the call, as in stock."""
-    from grace.stale_outputs import _held_indices
+def test_the_outputs_held_are_those_the_trees_test_calls_live() -> None:
+    """Where a path ends the guard replaces and marks the outputs someone besides the tree holds,
+    as the tree's test says: a Python holder, a view, an autograd save, and a tensor sharing the
+    output's storage alone (``set_``). After the call each of them raises; nothing else changes."""
+    from grace.stale_outputs import _held_indices, _shared_indices
     from torch._inductor.cudagraph_trees import is_live
 
     node, guard = _Node(5, hardened=True), _guard()
-    assert _held_indices(node) == [] == [i for i in range(5) if is_live(node.outputs_weakrefs[i])]
+    assert _held_indices(node) == [] == _shared_indices(node) == [i for i in range(5) if is_live(node.outputs_weakrefs[i])]
     python_holder = node.cached_tensor_outputs[0]
     view = node.cached_tensor_outputs[1][2:]
     w = torch.ones(16, requires_grad=True)
     saved = w * node.cached_tensor_outputs[2]  # autograd saves output 2 for w's gradient, from C++
     sharer = torch.empty(0).set_(node.cached_tensor_outputs[3].untyped_storage())  # its storage alone
     assert _held_indices(node) == [0, 1, 2]
+    assert _shared_indices(node) == [1, 3]
     assert [i for i in range(5) if is_live(node.outputs_weakrefs[i])] == [0, 1, 2, 3]
-    kept = id(node.cached_tensor_outputs[3])
+    kept = id(node.cached_tensor_outputs[4])
     guard.path_ends(node)
     guard.call_ends()
-    assert id(node.cached_tensor_outputs[3]) == kept
-    sharer.sum()
+    assert id(node.cached_tensor_outputs[4]) == kept
+    for stale in (python_holder, view, sharer):
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+            stale.sum()
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        saved.sum().backward()
     del python_holder, view, saved, sharer
-    assert _held_indices(node) == []
+    assert _held_indices(node) == [] == _shared_indices(node)
+    assert not any(is_live(ref) for ref in node.outputs_weakrefs)
     for t in node.cached_tensor_outputs:
+        t.sum()
         torch._C._remove_cached_tensor(t)
 
 

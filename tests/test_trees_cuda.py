@@ -97,3 +97,51 @@ def test_a_function_whose_kernel_was_armed_again_is_recorded_without_autotuning_
                           capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count(" ok") == 3, proc.stdout
+
+
+ALIAS_HELD = """
+import sys
+import torch
+
+torch.manual_seed(0)
+layer = torch.nn.Linear(16, 16).cuda().requires_grad_(False)
+f = torch.compile(layer, mode="reduce-overhead")
+x = torch.randn(2, 3, 16, device="cuda")  # a 3-D input: Inductor hands out a reinterpreted mm buffer
+for _ in range(3):  # warm-up, recording, replay
+    torch.compiler.cudagraph_mark_step_begin()
+    y = f(x)
+node = torch._inductor.cudagraph_trees.get_container(0).tree_manager.current_node
+cached = [t for t in node.cached_tensor_outputs if t is not None]
+print("handed out the cached tensor:", any(y is t for t in cached))
+expected = y.clone()
+del y
+print("holders of the cached outputs' storages, none held:",
+      sorted({torch._C._storage_Use_Count(t.untyped_storage()._cdata) for t in cached}))
+del cached
+torch.compiler.cudagraph_mark_step_begin()
+y = f(x)
+expected = y.clone()
+torch.compiler.cudagraph_mark_step_begin()
+z = f(x + 1)  # the next generation's replay writes where y lies
+try:
+    same = torch.equal(y, expected)
+    print("read y after the next replay:", "right" if same else "STALE")
+except RuntimeError as e:
+    print("read y after the next replay: raised", "overwritten" in str(e))
+print("z right:", torch.allclose(z, layer(x + 1)))
+"""
+
+
+def test_an_output_the_framework_aliased_raises_once_the_next_generation_replays() -> None:
+    """A 3-D linear layer's output is not the node's cached tensor but Inductor's reinterpretation
+    of its buffer, made between graph partitions: held across ``cudagraph_mark_step_begin`` and
+    read after the next replay, it raises the tree's overwritten-output error with the guard on
+    (stock reads it stale, silently)."""
+    env = {**os.environ, "GRACE_DISABLE": "0", "GRACE_SCG_FORCE": "graph", "GRACE_STALE_OUTPUTS_RAISE": "1"}
+    proc = subprocess.run([sys.executable, "-c", ALIAS_HELD], capture_output=True, text=True, env=env,
+                          cwd=REPO_ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "handed out the cached tensor: False" in proc.stdout, proc.stdout
+    assert "holders of the cached outputs' storages, none held: [2]" in proc.stdout, proc.stdout  # the tree's two
+    assert "read y after the next replay: raised True" in proc.stdout, proc.stdout
+    assert "z right: True" in proc.stdout, proc.stdout

@@ -13,10 +13,28 @@ from typing import Any
 import torch
 
 
+# the graph's memory pool: what the cached outputs' storages point into and do not own
+_POOL: list[torch.UntypedStorage] = []
+
+
+def storage_at(data_ptr: int, nbytes: int) -> torch.UntypedStorage:
+    """A storage object over memory it does not own, as ``CUDAGraphNode.create_storage`` makes one."""
+    return torch._C._construct_storage_from_data_pointer(data_ptr, torch.device("cpu"), nbytes)
+
+
+def tensor_on(storage: torch.UntypedStorage, metadata: dict[str, Any]) -> torch.Tensor:
+    """``CUDAGraphNode._reconstruct_from_tensor_metadata`` on the CPU."""
+    return torch.empty(0, dtype=metadata["dtype"]).set_(storage, metadata["storage_offset"], metadata["size"],
+                                                       metadata["stride"])
+
+
 def cached_output(elements: int = 64) -> torch.Tensor:
-    """A float tensor over its own storage, registered as a cached tensor, as the node makes it."""
+    """A float tensor over pool memory its storage does not own, registered as a cached tensor, as
+    the node makes it."""
     torch._C._set_cached_tensors_enabled(True)
-    out = torch.empty(0).set_(torch.UntypedStorage(4 * elements), 0, (elements,), (1,))
+    memory = torch.UntypedStorage(4 * elements)
+    _POOL.append(memory)
+    out = torch.empty(0).set_(storage_at(memory.data_ptr(), memory.nbytes()), 0, (elements,), (1,))
     torch._C._add_cached_tensor(out)
     return out
 
@@ -49,8 +67,11 @@ class FakeNode:
 
         from grace.tree_liveness import CachedOutputLiveness
 
+        from torch._inductor.cudagraph_trees import CUDAGraphNode
+
         self.cached_tensor_outputs: list[Any] = []
         self.outputs_weakrefs: list[Any] = []
+        self.outputs_metadata: list[Any] = []
         self.unaliased_in_all_paths = [True] * outputs
         self.stack_traces = [f"line {i}" for i in range(outputs)]
         self.tensor_weakrefs: list[Any] = [None] * outputs  # outputs of the recording: none held
@@ -61,8 +82,15 @@ class FakeNode:
             if hardened:
                 check = CachedOutputLiveness(check, me, i, out._use_count())
             self.outputs_weakrefs.append(StorageWeakRefWrapper(out, extra_ref_check=check))
+            self.outputs_metadata.append(CUDAGraphNode._tensor_metadata(out))
             self.cached_tensor_outputs.append(out)
             del out
+
+    def create_storage(self, metadata: dict[str, Any]) -> torch.UntypedStorage:
+        return storage_at(metadata["data_ptr"], metadata["nbytes"])
+
+    def _reconstruct_from_tensor_metadata(self, metadata: dict[str, Any], storage: Any = None) -> torch.Tensor:
+        return tensor_on(self.create_storage(metadata) if storage is None else storage, metadata)
 
     @property
     def _path_from_root(self) -> Any:
