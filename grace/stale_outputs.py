@@ -19,17 +19,19 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    that the user still holds is noted by weak reference. Four kinds, stock marking none of them
    where a replayed path ends:
 
-   - a node's cached outputs that someone besides the tree holds, through their own tensor or
-     through another tensor on their storage (a view; and Inductor's code between graph
-     partitions and AOTAutograd hand out such tensors in an output's place: a view of an
-     intermediate, a 3-D linear layer's output, ``reinterpret_tensor`` and ``_unsafe_view`` of
-     the graph's buffer). The node's cache gets a new tensor over a new storage object at the
-     same memory (:func:`_replace_cached_output`, as ``_initialize_cached_tensors`` makes one),
-     so that the next replay hands out tensors no user holds, and the old storage object is
-     noted: every tensor on it, whoever made it, is the user's. The tree's cached outputs never
-     own their memory, so marking that storage frees nothing; where one would (a storage with
-     the caching allocator's deleter), the held tensor is swapped for a new one on the same
-     storage and noted instead (:func:`_swap_cached_output`), as stock notes a warm-up's;
+   - a node's cached outputs that someone besides the tree holds. Held through another tensor
+     on their storage (a view; and Inductor's code between graph partitions and AOTAutograd
+     hand out such tensors in an output's place: a view of an intermediate, a 3-D linear
+     layer's output, ``reinterpret_tensor`` and ``_unsafe_view`` of the graph's buffer), the
+     node's cache gets a new tensor over a new storage object at the same memory
+     (:func:`_replace_cached_output`, as ``_initialize_cached_tensors`` makes one) and the old
+     storage object is noted: every tensor on it, whoever made it, is the user's. The tree's
+     cached outputs never own their memory, so marking that storage frees nothing. Held
+     through their own tensor alone, or on a storage that owns its memory (the caching
+     allocator's deleter), the cache gets a new tensor on the same storage
+     (:func:`_swap_cached_output`: the same version counter, a new ``TensorImpl``) and the held
+     tensor is noted, as stock notes a warm-up's. Either way the next replay hands out a
+     tensor no user holds, as stock's first replay does;
    - a node's outputs from its recording (a recording followed by a replay below it in one
      generation ends as a replayed path; stock marks a recording's outputs only where the path
      ends at the recording);
@@ -52,12 +54,13 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    decide: a tensor nobody but the tree holds, and one a Python reference beyond the tree's
    holds, which the tree's own test calls live on the same count; the test runs only for a C++
    holder (an autograd save, a view's base). One more counter read, its storage's use count
-   (:func:`_shared_indices`), finds another tensor on its storage. An output held at a
-   generation's end, as in any loop ``out = f(x)`` (the last ``out`` is alive during the call),
-   costs besides one weak reference to its storage, a new storage object and tensor and the
-   cached-tensor registry's update, and its marking when the call returns, whose message is
-   formatted once per stack trace; the node's other cached outputs stay as they are. A replay
-   of a node with no uncached output pays one dictionary lookup.
+   (:func:`_shared_indices`), finds another tensor on its storage. An output held through its
+   own tensor at a generation's end, as in any loop ``out = f(x)`` (the last ``out`` is alive
+   during the call), costs besides one weak reference, one ``detach`` and the cached-tensor
+   registry's update, and its marking when the call returns, whose message is formatted once
+   per stack trace; one held through another tensor on its storage costs a new storage object
+   and tensor instead of the ``detach``. The node's other cached outputs stay as they are. A
+   replay of a node with no uncached output pays one dictionary lookup.
 4. On only with :func:`grace.trees.hardened` and ``grace.config.stale_outputs_raise``, as the
    tree is made; otherwise the manager's guard is None and the tree is stock's.
 """
@@ -180,24 +183,28 @@ class StaleOutputGuard:
 
 
 def _note_and_swap_held(node: Any, pending: list[tuple[Any, Optional[str]]]) -> None:
-    """Each cached output of ``node`` held beyond the tree, through its own tensor or another on
-    its storage, noted in ``pending`` and replaced in the node's cache: by a tensor over a new
-    storage object at the same memory (:func:`_replace_cached_output`), the old storage object
-    noted, so that every tensor on it raises; where that storage owns its memory, which marking
-    it would free, by a new tensor on the same storage (:func:`_swap_cached_output`), the held
-    tensor noted, as stock marks a warm-up's outputs."""
+    """Each cached output of ``node`` held beyond the tree noted in ``pending`` and replaced in the
+    node's cache. One that another tensor on its storage holds (a view, an alias the framework
+    handed out) is cached anew over a new storage object at the same memory
+    (:func:`_replace_cached_output`) and its old storage object noted, so that every tensor on it
+    raises. One held through its own tensor alone, or whose storage owns its memory (marking it
+    would free it), gets a new tensor on the same storage (:func:`_swap_cached_output`) and the
+    held tensor noted, as stock marks a warm-up's outputs."""
     cached, traces = node.cached_tensor_outputs, node.stack_traces
     held = _held_indices(node)
     shared = _shared_indices(node)
     for i in sorted(set(held).union(shared)) if shared else held:
         trace = traces[i] if traces else None
-        storage = cached[i].untyped_storage()
-        if _has_standard_deleter(storage._cdata):
-            pending.append((weakref.ref(cached[i]), trace))
-            cached[i] = _swap_cached_output(cached[i])
-            continue
-        pending.append((StorageWeakRef(storage), trace))
-        _replace_cached_output(node, i)
+        if i in shared:
+            storage = cached[i].untyped_storage()
+            if not _has_standard_deleter(storage._cdata):
+                pending.append((StorageWeakRef(storage), trace))
+                _replace_cached_output(node, i)
+                continue
+        # held through its own tensor alone (no other tensor on its storage to reach), or on a
+        # storage that owns its memory: the tensor is marked, as stock marks a warm-up's
+        pending.append((weakref.ref(cached[i]), trace))
+        cached[i] = _swap_cached_output(cached[i])
 
 
 # the holders of a cached output's storage that are the tree's: the storage's Python object and
