@@ -76,8 +76,9 @@ def child(workload: str, device: str, size: str, threads: int | None) -> None:
     timers.wrap(triton_heuristics.CachingAutotuner, "_precompile_config", "triton compile of a configuration")
     if os.environ.get("GRACE_DISABLE") != "1":
         import grace.layout_race as layout_race
+        import grace.ttgir_race as ttgir_race
 
-        timers.wrap(layout_race, "find_layout_races", "layout_race: read a TTGIR")
+        timers.wrap(ttgir_race, "find_layout_races", "layout_race: read a TTGIR")
         timers.wrap(layout_race, "keep_race_free", "layout_race: choose configurations")
         timers.wrap(layout_race, "_compiled_variants", "layout_race: compile variants")
         timers.wrap(layout_race, "race_free_variant", "layout_race: derive a variant")

@@ -17,7 +17,7 @@ and counts launches whose column sums are wrong; a configuration with one load i
     python scripts/probes/inplace_reduction_race.py --ptx --configs "8,4,1 2,16,1"   # others
     python scripts/probes/inplace_reduction_race.py --order [--ptx]   # a barrier orders the loads first
 
-With ``--order`` the kernel is compiled under a marked name with ``grace.layout_race``'s ordering
+With ``--order`` the kernel is compiled under a marked name with ``grace.ttgir_race``'s ordering
 pass: a barrier before each store of a pointer it also loads in another layout
 (``order_racy_loads``). Expected: no wrong launch in any configuration.
 
@@ -79,23 +79,23 @@ CONFIGS = [(8, 4, 2), (2, 4, 2), (32, 4, 8), (32, 4, 2)]
 
 
 def ordered_kernel() -> Any:
-    """The kernel under the name that asks for ``grace.layout_race``'s ordering pass, which is
+    """The kernel under the name that asks for ``grace.ttgir_race``'s ordering pass, which is
     installed: a module of its own, since Triton reads a kernel's source from its file."""
     import importlib.util
     import inspect
     import tempfile
 
-    from grace import layout_race
+    from grace import ttgir_race
 
     base = triton_red_fused_div_expand_mul_pow_sum_0.fn.__name__
-    name = base + layout_race.ORDER_MARK
+    name = base + ttgir_race.ORDER_MARK
     source = inspect.getsource(triton_red_fused_div_expand_mul_pow_sum_0.fn).replace(base, name)
     path = Path(tempfile.mkdtemp(prefix="grace-ordered-")) / "ordered_kernel.py"
     path.write_text("import triton\nimport triton.language as tl\n\n\n" + source)  # the source has its decorator
     spec = importlib.util.spec_from_file_location("ordered_kernel", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    layout_race.install_ordering()
+    ttgir_race.install_ordering()
     return getattr(module, name)
 
 
@@ -138,8 +138,8 @@ def compile_for_sm90(xblock: int, rblock: int, warps: int, kernel: Any = None) -
 
 def global_accesses(xblock: int, rblock: int, warps: int, kernel: Any = None) -> dict:
     """The compiled kernel's predicated global loads and stores, read from its PTX (two loads per
-    stored element is the racy shape), and what :mod:`grace.layout_race` finds in its TTGIR."""
-    from grace.layout_race import find_layout_races
+    stored element is the racy shape), and what :mod:`grace.ttgir_race` finds in its TTGIR."""
+    from grace.ttgir_race import find_layout_races
 
     compiled = compile_for_sm90(xblock, rblock, warps, kernel)
     lines = compiled.asm["ptx"].splitlines()
@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--ptx", action="store_true",
                         help="compile each configuration for sm_90 and count its global accesses (no GPU needed)")
     parser.add_argument("--order", action="store_true",
-                        help="the kernel with grace.layout_race's barrier before its racy stores")
+                        help="the kernel with grace.ttgir_race's barrier before its racy stores")
     args = parser.parse_args()
     configs = [tuple(int(v) for v in c.split(",")) for c in args.configs.split()] or CONFIGS
     kernel = ordered_kernel() if args.order else None
