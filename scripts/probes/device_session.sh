@@ -142,6 +142,13 @@ case "$STAGE" in
           --modes pt2-cg,grace-cgct --repeat 8 --timeout 500 --gpu-time --compile-together --experiment compile_probe \
           --run-id "${CRUN}-$w" > "$P/compile.$w.log" 2>&1 &
       done
+      # and BERT's kernels that race in every configuration, their Inductor source kept for the CPU (TTGIR on sm_90)
+      gpu_next; ( CUDA_VISIBLE_DEVICES=$GPU GRACE_LOGS=info TORCHINDUCTOR_CACHE_DIR=/tmp/racy-bert timeout 400 "$PY" \
+          scripts/probes/compile_profile.py --workload BERT --mode grace-cgct > "$P/racy_kernels.BERT.log" 2>&1
+        mkdir -p "$P/racy_kernels"
+        for k in $(grep -o "triton_[a-z]*_fused[A-Za-z0-9_]*: every configuration" "$P/racy_kernels.BERT.log" | cut -d: -f1 | sort -u); do
+          grep -rl --include='*.py' "def $k(" /tmp/racy-bert | head -1 | xargs -r -I{} cp {} "$P/racy_kernels/$k.py"
+        done ) &
     fi
     wait
     ;;
