@@ -38,9 +38,10 @@
 #        seed 28784022 under all-lean-copy, four copies at once, twice (do its stale reads come back under load?), then
 #        alone with the cyclic collector's threshold at 1, 50, 5000 and off; with SRUN, the sweep after it
 #   STAGE=29 PRUN=<date> DRUN=<date>-diff T=<left> bash .diag/device_session.sh
-#        the stale reads under all-lean-copy, whose programs came back right when run alone: seed 41324020 alone three
-#        times (GPU 0; the first with the tree's probes), and the differential run that read it stale again, its
-#        38 seeds from 41324000 under all-lean-copy, 16 programs at a time (the load it had), over the other GPUs
+#        the stale reads under all-lean-copy, whose programs came back right when run alone: seeds 41324020 and
+#        28784022 alone (GPU 0) as run with the tree's probes, then with SCG off (PI on every graph) and PI off (SCG
+#        picks between them by timing, which the load may change); and the differential run that read 41324020
+#        stale, its 38 seeds from 41324000 under all-lean-copy, 16 programs at a time (its load), on the other GPUs
 # Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
 set -u
 T=${T:-585}
@@ -326,11 +327,16 @@ case "$STAGE" in
   29)  # the stale reads under all-lean-copy: seed 41324020 alone, and again under the differential run's load
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
-    ( for i in 1 2 3; do
-        probe=""; [ $i = 1 ] && probe="--probe trace,guard,outputs"
-        # shellcheck disable=SC2086
-        env $ALC CUDA_VISIBLE_DEVICES=${G[0]} timeout 150 "$PY" -m grace.difftest run-one --seed 41324020 \
-          --device cuda --max-steps 600 --kinds $K $probe > "$P/program.41324020.alone$i.txt" 2>&1
+    # alone: as run (with the probes), then with SCG's timed choice between a plain graph and PI taken away
+    # (SCG off: every graph with PI; PI off: none), for both programs that read stale under load
+    ( for seed in 41324020 28784022; do
+        for variant in as-run scg-off pi-off; do
+          case $variant in as-run) E="";; scg-off) E="GRACE_SCG=0";; pi-off) E="GRACE_PI=0";; esac
+          probe=""; [ $variant = as-run ] && probe="--probe trace,guard,outputs"
+          # shellcheck disable=SC2086
+          env $ALC $E CUDA_VISIBLE_DEVICES=${G[0]} timeout 120 "$PY" -m grace.difftest run-one --seed $seed \
+            --device cuda --max-steps 600 --kinds $K $probe > "$P/program.$seed.$variant.txt" 2>&1
+        done
       done ) &
     if [ ${#G[@]} -gt 1 ]; then
       CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:1}") CONFIGS="all-lean-copy" KINDS=$K START_SEED=41324000 \
