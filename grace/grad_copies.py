@@ -33,8 +33,11 @@ the graph's memory. Invariants:
    into it without adopting, as eager's do. A backward pass nested in another (a reentrant
    checkpoint's) is another pass: its first tree call copies what the outer one noted so far.
 4. A leaf the graph's gradient reaches through another autograd node (a view of a parameter made
-   outside the compiled region) is not noted and keeps stock's behaviour; so does every leaf of
+   outside the compiled region) is not noted and keeps stock's adoption; so does every leaf of
    a backward graph called outside autograd's engine (compiled autograd), which is logged once.
+   Where the stale-output guard is on, such a ``.grad`` kept into the next generation raises the
+   tree's overwritten-output error when it is next read (it shares the output's storage,
+   :mod:`grace.stale_outputs`) instead of summing into memory the next backward overwrote.
 5. On only with :func:`grace.trees.hardened` and ``grace.config.copy_grads``, as the tree is
    made; otherwise the manager's ``grace_adopted_grads`` is None and autograd's adoption is
    stock's.

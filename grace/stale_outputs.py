@@ -48,8 +48,12 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    warm-up's live storages) makes every tensor on it raise on its next read, views included;
    a noted tensor (the recording's outputs, uncached outputs) raises itself, and a view the
    user made of it does not, as in stock. The call itself reads them as its inputs first
-   (``x = f(x)`` after ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes),
-   and only a later read raises.
+   (``x = f(x)`` after ``cudagraph_mark_step_begin`` copies ``x`` before the replay writes);
+   what AOTAutograd does after the tree returns (an output regenerated as a view of a stale
+   input) raises within the user's call. A ``.grad`` autograd adopted from a backward's output
+   shares its storage: where ``grace.config.copy_grads`` did not give it its own memory first
+   (the switch off, a leaf it does not note), the next accumulation into it raises instead of
+   summing into memory the next backward overwrote.
 3. Where a path ends, an output costs two counter reads (:func:`_held_indices`) where they
    decide: a tensor nobody but the tree holds, and one a Python reference beyond the tree's
    holds, which the tree's own test calls live on the same count; the test runs only for a C++
@@ -73,7 +77,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 import torch
-from torch._inductor.cudagraph_trees import is_live
+from torch._inductor.cudagraph_trees import AliasesNewOutput, is_live
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from grace.tree_liveness import CachedOutputLiveness
@@ -164,7 +168,6 @@ class StaleOutputGuard:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        messages = self._messages
         for ref, trace in pending:
             if type(ref) is StorageWeakRef:  # a storage object, every tensor on it
                 if ref.expired():
@@ -197,14 +200,25 @@ def _note_and_swap_held(node: Any, pending: list[tuple[Any, Optional[str]]]) -> 
         trace = traces[i] if traces else None
         if i in shared:
             storage = cached[i].untyped_storage()
-            if not _has_standard_deleter(storage._cdata):
+            if not _owns_memory(storage):
                 pending.append((StorageWeakRef(storage), trace))
                 _replace_cached_output(node, i)
                 continue
-        # held through its own tensor alone (no other tensor on its storage to reach), or on a
-        # storage that owns its memory: the tensor is marked, as stock marks a warm-up's
+        # held through its own tensor alone (no other tensor on its storage to reach; the tree's
+        # own code between here and the call's return makes none), or on a storage that owns
+        # its memory: the tensor is marked, as stock marks a warm-up's
         pending.append((weakref.ref(cached[i]), trace))
         cached[i] = _swap_cached_output(cached[i])
+
+
+def _owns_memory(storage: Any) -> bool:
+    """Whether ``storage`` frees its memory when released (the caching allocator's deleter), so
+    that marking it would free the graph's memory; a storage already marked counts as owning:
+    it is not marked again."""
+    try:
+        return bool(_has_standard_deleter(storage._cdata))
+    except RuntimeError:
+        return True
 
 
 # the holders of a cached output's storage that are the tree's: the storage's Python object and
@@ -236,16 +250,20 @@ def _replace_cached_output(node: Any, i: int) -> None:
         torch._C._add_cached_tensor(fresh)
     node.cached_tensor_outputs[i] = fresh
     node.outputs_weakrefs[i].swap_weakref(fresh.untyped_storage()._weak_ref())
+    # outputs of the node on the same storage (AliasesNewOutput(i)) follow it: the tree would
+    # otherwise count the old, marked storage as live memory in its next allocator restore
+    for j, alias in enumerate(node.output_storage_alias):
+        if isinstance(alias, AliasesNewOutput) and alias.index == i and node.outputs_weakrefs[j] is not None:
+            node.outputs_weakrefs[j].swap_weakref(fresh.untyped_storage()._weak_ref())
 
 
 def _held_indices(node: Any) -> list[int]:
-    """Indices of the cached outputs of ``node`` whose tensor someone besides the tree holds: the
-    ones to swap out of the cache and mark.
-
-    Marking reaches a tensor, not its memory, so only holders of the output's own tensor count:
-    a tensor that merely shares its storage (``set_``, ``untyped_storage()``) reads on after the
-    mark as it would have before it, as in stock, and swapping the cached tensor changes nothing
-    for it. A view counts: it holds its base's tensor, and the base is reachable from it.
+    """Indices of the cached outputs of ``node`` whose own tensor someone besides the tree holds
+    (a view too: it holds its base's tensor). Another tensor on the output's storage alone
+    (``set_``, an alias the framework made) is :func:`_shared_indices`' to find. A holder of the
+    storage's Python object alone (``untyped_storage()``), or of its raw address (DLPack,
+    ``__cuda_array_interface__``), is one of the tree's own counts or none: neither finds it,
+    and it reads on, as in stock.
 
     The tree's liveness test (``is_live`` through the node's ``CachedOutputLiveness``) costs some
     microseconds an output, paid on every output of the path wherever a path ends. Two counter

@@ -127,6 +127,53 @@ def test_an_alias_the_framework_handed_out_in_the_outputs_place_raises_after_the
         torch._C._remove_cached_tensor(t)
 
 
+def test_an_output_held_both_ways_and_its_same_storage_sibling_follow_the_new_storage() -> None:
+    """Output 0 held through its own tensor and a view at once, and output 1 returned on the same
+    storage (``AliasesNewOutput(0)``, uncached): both raise after the call, and the tree's weak
+    reference of each now reads the new storage, not the marked one."""
+    from torch._inductor.cudagraph_trees import AliasesNewOutput, StorageWeakRefWrapper, is_live
+
+    node, guard = _Node(1), _guard()
+    out = node.cached_tensor_outputs[0]
+    sibling = out.view(4, 4)  # what the replay hands out for output 1
+    node.output_storage_alias.append(AliasesNewOutput(0))
+    node.cached_tensor_outputs.append(None)
+    node.outputs_weakrefs.append(StorageWeakRefWrapper(sibling))
+    node.stack_traces.append("line 1")
+    guard.path_ends(node)
+    guard.call_ends()
+    fresh = node.cached_tensor_outputs[0]
+    for stale in (out, sibling):
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+            stale.sum()
+    new_storage = fresh.untyped_storage()._cdata
+    assert node.outputs_weakrefs[0].ref.cdata == new_storage == node.outputs_weakrefs[1].ref.cdata
+    del out, sibling, fresh
+    assert not is_live(node.outputs_weakrefs[0]), "the stale tensors no longer keep the output live"
+    torch._C._remove_cached_tensor(node.cached_tensor_outputs[0])
+
+
+def test_a_shared_storage_that_owns_its_memory_is_not_marked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Marking a storage with the caching allocator's deleter would free the graph's memory: the
+    output's own tensor is swapped and marked instead, as stock marks a warm-up's, and the other
+    tensor on its storage reads on."""
+    import grace.stale_outputs as stale_outputs
+
+    monkeypatch.setattr(stale_outputs, "_has_standard_deleter", lambda cdata: True)
+    node, guard = _Node(1), _guard()
+    out = node.cached_tensor_outputs[0]
+    sharer = torch.empty(0).set_(out.untyped_storage())
+    storage = out.untyped_storage()._cdata
+    guard.path_ends(node)
+    guard.call_ends()
+    assert node.cached_tensor_outputs[0].untyped_storage()._cdata == storage, "the same storage object"
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        out.sum()
+    sharer.sum()
+    del out, sharer
+    torch._C._remove_cached_tensor(node.cached_tensor_outputs[0])
+
+
 def test_held_outputs_of_a_recording_raise_where_a_replayed_path_below_it_ends() -> None:
     """A node recorded in this generation, then a replay below it: the path ends as a replayed
     one, where stock marks nothing; the recording's held output raises after the call."""

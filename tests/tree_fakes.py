@@ -67,8 +67,9 @@ class FakeNode:
 
         from grace.tree_liveness import CachedOutputLiveness
 
-        from torch._inductor.cudagraph_trees import CUDAGraphNode
+        from torch._inductor.cudagraph_trees import CUDAGraphNode, UnaliasedStorage
 
+        self.output_storage_alias: list[Any] = [UnaliasedStorage] * outputs
         self.cached_tensor_outputs: list[Any] = []
         self.outputs_weakrefs: list[Any] = []
         self.outputs_metadata: list[Any] = []
