@@ -42,12 +42,12 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from grace.log import get_logger
+from grace.triton_hooks import renamed_source
 from grace.ttgir_race import ORDER_MARK, find_layout_races, install_ordering
 
 log = get_logger("grace.layout_race")
@@ -72,10 +72,15 @@ _THREADS_PER_WARP = 32
 _GROWABLE_BLOCKS = ("R0_BLOCK", "R1_BLOCK", "RBLOCK", "XBLOCK", "YBLOCK")
 
 
+def _blocks(config: Any) -> dict[str, int]:
+    """A Triton ``Config``'s block sizes (``XBLOCK``, ``R0_BLOCK``, ...)."""
+    return {k: v for k, v in config.kwargs.items() if k.endswith("BLOCK") and isinstance(v, int)}
+
+
 def race_free_variant(config: Any) -> Any | None:
     """A copy of a Triton ``Config`` whose tile has at least as many elements as its CTA has
     threads (see the design note), or None where it has already or has no block sizes."""
-    blocks = {k: v for k, v in config.kwargs.items() if k.endswith("BLOCK") and isinstance(v, int)}
+    blocks = _blocks(config)
     if not blocks:
         return None
     elements, warps = math.prod(blocks.values()), config.num_warps
@@ -108,12 +113,12 @@ def fixed_blocks(size_hints: Any, configs: Sequence[Any]) -> dict[str, int] | No
 
 def elements_per_thread(config: Any, fixed: Mapping[str, int]) -> float:
     """How many elements of its tile a configuration puts on each of its CTA's threads."""
-    blocks = [v for k, v in config.kwargs.items() if k.endswith("BLOCK") and isinstance(v, int)]
-    return math.prod(blocks) * math.prod(fixed.values()) / (config.num_warps * _THREADS_PER_WARP)
+    return math.prod(_blocks(config).values()) * math.prod(fixed.values()) / (config.num_warps * _THREADS_PER_WARP)
 
 
 def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
     """The compiled configurations to autotune among: those not noted racy, where any remain;
+    else the same configurations compiled with the race ordered away (:func:`_compiled_ordered`);
     else race-free variants of them (:func:`race_free_variant`), compiled here; else all."""
     noted = getattr(autotuner, "grace_layout_races", None)
     if not noted:
@@ -133,8 +138,9 @@ def keep_race_free(autotuner: Any, results: Sequence[Any]) -> list[Any]:
             free, how = _compiled_variants(autotuner, left_out), "variants that do not"
         if not free:
             _note_choice(autotuner, logging.WARNING,
-                         f"{name}: every configuration loads a pointer it stores in another layout, and no "
-                         f"variant without it compiled; all kept, as stock ({next(iter(noted.values()))[0]})")
+                         f"{name}: every configuration loads a pointer it stores in another layout, and neither "
+                         f"an ordered copy nor a variant without it compiled; all kept, as stock "
+                         f"({next(iter(noted.values()))[0]})")
             return list(results)
         _note_choice(autotuner, logging.INFO,
                      f"{name}: every configuration loads a pointer it stores in another layout; autotuning "
@@ -197,7 +203,7 @@ def _ordered_kernel(kernel: Any) -> Any:
     marked = base + ORDER_MARK
     target = path.with_name(f"{path.stem}{ORDER_MARK}.py")
     if not target.exists():
-        source = re.sub(rf"(?<![\w]){re.escape(base)}(?![\w])", marked, path.read_text())
+        source = renamed_source(path.read_text(), base, marked)
         partial = target.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(source)
         os.replace(partial, target)  # whole, for another compile worker reading it at once

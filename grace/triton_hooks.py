@@ -7,10 +7,15 @@ the race ordering's TTGIR pass), and a user or another library may have a hook o
 each pass is added here under a name, as a link of a chain: a link calls the hook it found
 first, then edits the stages. :func:`add` finds a name anywhere in the chain and adds it once;
 :func:`remove` takes a name out wherever it sits and leaves the rest of the chain as it was.
+
+A pass picks its kernels by a mark in their name (:func:`renamed_source` makes a marked copy of
+a kernel's module): Triton's cache key hashes a kernel's source and name but not the hook, so
+the mark keeps a rewritten binary from ever being served for the plain kernel, or the reverse.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -74,3 +79,12 @@ def remove(name: str) -> None:
         if other != name:
             hook = _link(other, body, hook)
     knobs.runtime.add_stages_inspection_hook = hook
+
+
+def renamed_source(source: str, base: str, name: str) -> str:
+    """A kernel module's source with kernel ``base`` renamed ``name`` everywhere: in its ``def``
+    and in the metadata Inductor writes (``kernel_name``), so that it is another kernel to every
+    cache and profiler."""
+    if len(re.findall(rf"^def {re.escape(base)}\(", source, re.M)) != 1:
+        raise ValueError(f"expected one 'def {base}(' in the kernel source")
+    return re.sub(rf"(?<![\w]){re.escape(base)}(?![\w])", name, source)

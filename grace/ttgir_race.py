@@ -80,18 +80,14 @@ def _races(ttgir: str) -> list[tuple[LayoutRace | None, _Accesses]]:
     module_lines = ttgir.splitlines()
     for kernel, args, body, start in _functions(ttgir):
         root: dict[str, str] = {a: a for a in args}  # SSA value -> the pointer argument it derives from
-        loads: dict[str, set[str]] = {}
-        stores: dict[str, set[str]] = {}
-        where: dict[str, _Accesses] = {}
+        accessed: dict[str, _Accesses] = {}
         for j, line in enumerate(body):
             access = _ACCESS.match(line)
             if access is not None:
                 arg = root.get(access["ptr"])
                 layout = _pointer_layout(access["rest"])
                 if arg is not None and layout is not None:
-                    (loads if access["op"] == "tt.load" else stores).setdefault(arg, set()).add(layout)
-                    accesses = where.setdefault(arg, _Accesses())
-                    (accesses.loads if access["op"] == "tt.load" else accesses.stores).append(start + j)
+                    accessed.setdefault(arg, _Accesses()).add(access["op"] == "tt.load", layout, start + j)
                 continue
             definition = _DEF.match(line)
             if definition is None:
@@ -107,22 +103,28 @@ def _races(ttgir: str) -> list[tuple[LayoutRace | None, _Accesses]]:
                 first = _OPERAND.search(rest)
                 if first is not None and first[0] in root:
                     root[definition["results"].split(":")[0]] = root[first[0]]
-        for arg in sorted(stores):
-            unshared = loads.get(arg, set()) - stores[arg]
-            if unshared:
-                race = LayoutRace(kernel, arg.lstrip("%"), tuple(sorted(stores[arg])), tuple(sorted(unshared)))
-                ordered = where[arg].orderable() and all(
-                    module_lines[i - 1].strip().startswith(_BARRIER) for i in where[arg].stores)
-                found.append((None if ordered else race, where[arg]))
+        for arg, where in sorted(accessed.items()):
+            unshared = where.load_layouts - where.store_layouts
+            if where.stores and unshared:
+                race = LayoutRace(kernel, arg.lstrip("%"), tuple(sorted(where.store_layouts)), tuple(sorted(unshared)))
+                ordered = where.orderable() and all(module_lines[i - 1].strip().startswith(_BARRIER)
+                                                    for i in where.stores)
+                found.append((None if ordered else race, where))
     return found
 
 
 @dataclass
 class _Accesses:
-    """The module's line numbers of one pointer argument's loads and stores."""
+    """One pointer argument's loads and stores: their layouts, and their lines in the module."""
 
+    load_layouts: set[str] = field(default_factory=set)
+    store_layouts: set[str] = field(default_factory=set)
     loads: list[int] = field(default_factory=list)
     stores: list[int] = field(default_factory=list)
+
+    def add(self, load: bool, layout: str, line: int) -> None:
+        (self.load_layouts if load else self.store_layouts).add(layout)
+        (self.loads if load else self.stores).append(line)
 
     def orderable(self) -> bool:
         """Whether each load comes before each store in the module's text: then a barrier just

@@ -49,15 +49,11 @@ def parse_marked(name: str) -> tuple[str, tuple[int, ...]] | None:
 
 
 def marked_source(source: str, base: str, indices: Sequence[int]) -> str:
-    """A kernel module's source with kernel ``base`` renamed to its marked name everywhere.
+    """A kernel module's source with kernel ``base`` renamed to its marked name everywhere
+    (:func:`grace.triton_hooks.renamed_source`)."""
+    from grace.triton_hooks import renamed_source
 
-    Inductor names a kernel in its ``def`` and in its metadata (``kernel_name``); all of them are
-    renamed so the indirected kernel is a different kernel to every cache and profiler.
-    """
-    pattern = re.compile(rf"(?<![\w]){re.escape(base)}(?![\w])")
-    if len(re.findall(rf"^def {re.escape(base)}\(", source, re.M)) != 1:
-        raise ValueError(f"expected one 'def {base}(' in the kernel source")
-    return pattern.sub(marked_name(base, indices), source)
+    return renamed_source(source, base, marked_name(base, indices))
 
 
 def ptx_param_indices(signature: Mapping[str, str], names: Sequence[str]) -> tuple[int, ...]:

@@ -7,6 +7,7 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 
 def mode_parser(doc: str, workload: str, exclude: tuple[str, ...] = ("eager",),
@@ -32,3 +33,14 @@ def rerun_in_mode(mode: str, script: str) -> int:
 
     env = {**os.environ, **MODES[mode].env}
     return subprocess.call([sys.executable, script, "--child", *sys.argv[1:]], env=env)
+
+
+def run_in_mode(args: argparse.Namespace, script: str, child: Callable[[], None], header: bool = True) -> int:
+    """A probe's ``main`` after parsing: in the child, ``child()``; else (with a header naming the
+    mode and workload) ``script`` again under ``args.mode``'s environment."""
+    if args.child:
+        child()
+        return 0
+    if header:
+        print(f"==== {args.mode} {args.workload}", flush=True)
+    return rerun_in_mode(args.mode, script)

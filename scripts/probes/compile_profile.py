@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-from _in_mode import mode_parser, rerun_in_mode
+from _in_mode import mode_parser, run_in_mode
 
 
 class Timers:
@@ -137,11 +137,7 @@ def main() -> int:
     ap = mode_parser(__doc__, "BERT", dry_run="no Triton")
     ap.add_argument("--threads", type=int, default=None, help="Inductor's compile threads (default: its own)")
     args = ap.parse_args()
-    if args.child:
-        child(args.workload, args.device, args.size, args.threads)
-        return 0
-    print(f"==== {args.mode} {args.workload}", flush=True)
-    return rerun_in_mode(args.mode, __file__)
+    return run_in_mode(args, __file__, lambda: child(args.workload, args.device, args.size, args.threads))
 
 
 if __name__ == "__main__":

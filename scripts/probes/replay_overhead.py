@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from _in_mode import mode_parser, rerun_in_mode
+from _in_mode import mode_parser, run_in_mode
 
 
 def child(mode: str, workload: str, calls: int, cudnn_tf32: bool) -> None:
@@ -292,10 +292,8 @@ def main() -> int:
     ap.add_argument("--cudnn-tf32", action="store_true",
                     help="cuDNN convolutions in TF32 (PyTorch's default; the benchmark turns it off)")
     args = ap.parse_args()
-    if args.child:
-        child(args.mode, args.workload, args.calls, args.cudnn_tf32)
-        return 0
-    return rerun_in_mode(args.mode, __file__)
+    return run_in_mode(args, __file__, lambda: child(args.mode, args.workload, args.calls, args.cudnn_tf32),
+                       header=False)  # the child prints its own, with the calls
 
 
 if __name__ == "__main__":

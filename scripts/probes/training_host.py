@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from _in_mode import mode_parser, rerun_in_mode
+from _in_mode import mode_parser, run_in_mode
 
 SAMPLES = 8  # input samples the steps cycle through
 
@@ -201,11 +201,7 @@ def main() -> int:
     ap = mode_parser(__doc__, "micro-mlp16-T", exclude=("eager", "pt2-nocg"), dry_run="no graphs")
     ap.add_argument("--steps", type=int, default=300, help="synchronised steps timed, and steps profiled")
     args = ap.parse_args()
-    if args.child:
-        child(args.workload, args.steps, args.device, args.size)
-        return 0
-    print(f"==== {args.mode} {args.workload}", flush=True)
-    return rerun_in_mode(args.mode, __file__)
+    return run_in_mode(args, __file__, lambda: child(args.workload, args.steps, args.device, args.size))
 
 
 if __name__ == "__main__":
