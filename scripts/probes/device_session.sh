@@ -42,7 +42,7 @@
 #        28784022 alone (GPU 0) as run with the tree's probes, then with SCG off (PI on every graph) and PI off (SCG
 #        picks between them by timing, which the load may change); and the differential run that read 41324020
 #        stale, its 38 seeds from 41324000 under all-lean-copy, 16 programs at a time (its load), on the other GPUs
-# Each series' copy, with a README of its calls, is kept in results/raw/probes/<series>/device_calls.sh.
+# Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
 if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote comes back in one tarball
