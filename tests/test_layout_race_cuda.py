@@ -61,9 +61,26 @@ def test_with_the_check_off_nothing_is_chosen_or_logged(tmp_path: Path) -> None:
 
 ORDERED_STEP = """
 import torch
+from torch._inductor.runtime.triton_heuristics import triton_config_to_hashable
 
+import grace.layout_race as layout_race
+
+keep_race_free = layout_race.keep_race_free
+
+
+def racy_only(autotuner, results):
+    # the configurations Triton compiled without the race left out before the check sees them, so
+    # that every one it sees races, whichever configurations Inductor proposed for this shape
+    noted = getattr(autotuner, "grace_layout_races", None) or {}
+    racy = [r for r in results if triton_config_to_hashable(r.config) in noted]
+    if racy and len(racy) < len(results):
+        print("race-free configurations left out:", len(results) - len(racy), flush=True)
+    return keep_race_free(autotuner, racy or results)
+
+
+layout_race.keep_race_free = racy_only
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 7)).cuda()
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 20)).cuda()
 step = torch.compile(model, dynamic=True)
 wrong = 0
 for i, batch in enumerate((4, 6, 5, 3, 6, 4, 7, 5) * 3):
@@ -80,13 +97,16 @@ print(f"stepped, {wrong} wrong")
 
 
 def test_where_every_configuration_races_the_kernel_is_ordered_and_its_gradients_are_eagers(tmp_path: Path) -> None:
-    """At width 7 every configuration of the backward's in-place reduction races (the differential
-    test's seeds 29721002 and 29721005): the autotuner gets the same configurations compiled
-    with a barrier, and every step's gradients equal eager's."""
+    """The backward's in-place reduction with its race-free configurations taken away (compiled
+    in this process, so that the check sees only racy ones): the autotuner gets the same
+    configurations compiled with a barrier, and every step's gradients equal eager's. Two of
+    these configurations, unordered, sum wrong on every launch
+    (``scripts/probes/inplace_reduction_race.py``)."""
     env = {**os.environ, "GRACE_DISABLE": "0", "GRACE_LOGS": "info", "GRACE_RACE_FREE_KERNELS": "1",
+           "TORCHINDUCTOR_COMPILE_THREADS": "1",
            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TRITON_CACHE_DIR": str(tmp_path / "triton")}
     proc = subprocess.run([sys.executable, "-c", ORDERED_STEP], capture_output=True, text=True, env=env,
                           cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0 and "stepped" in proc.stdout, proc.stderr[-3000:]
-    assert "the same configurations ordered by a barrier" in proc.stderr, proc.stderr[-3000:]
+    assert "the same configurations ordered by a barrier" in proc.stderr, proc.stdout + proc.stderr[-3000:]
     assert "stepped, 0 wrong" in proc.stdout, proc.stdout + proc.stderr[-2000:]
