@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from race_probe import probe_module
+from race_probe import compile_inductor_kernel_for_sm90, inductor_kernel, probe_module
 
 from grace.ttgir_race import LayoutRace, find_layout_races
 
@@ -140,6 +140,39 @@ def test_the_pinned_triton_compiles_every_configuration_ordered(tmp_path: Path, 
     barriers = [i for i, line in enumerate(ptx) if line.startswith("bar.sync")]
     assert any(max(loads) < b < min(stores) for b in barriers)
     assert find_layout_races(plain.asm["ttgir"]) and "bar.sync" not in plain.asm["ptx"]
+
+
+BERT_LAYER_NORM = (Path(__file__).parent / "fixtures" / "inductor"
+                   / "triton_per_fused_add_addmm_div_mean_mul_native_dropout_std_sub_view_8.py")
+
+
+def test_berts_persistent_reduction_races_in_every_configuration_and_is_ordered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real workload's kernel, compiled here for sm_90: BERT's layer norm after dropout, whose one
+    configuration (``XBLOCK=1``, one warp) the check found racy on the GPU, as it does nearby ones. Under the
+    ordering mark its TTGIR reads race-free and its PTX has a barrier more than the plain kernel's."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    from grace import triton_hooks
+    from grace.ttgir_race import ORDER_MARK, install_ordering
+
+    configs = [(1, 1), (1, 2), (2, 1)]  # (XBLOCK, num_warps); R0_BLOCK is the source's 1024
+    try:
+        kernel, arguments = inductor_kernel(BERT_LAYER_NORM)
+        plain = {c: compile_inductor_kernel_for_sm90(kernel, arguments, {"XBLOCK": c[0]}, c[1]) for c in configs}
+        marked, _ = inductor_kernel(BERT_LAYER_NORM, BERT_LAYER_NORM.stem + ORDER_MARK)
+        install_ordering()
+        ordered = {c: compile_inductor_kernel_for_sm90(marked, arguments, {"XBLOCK": c[0]}, c[1]) for c in configs}
+    except Exception as e:  # noqa: BLE001 - no LLVM backend for NVIDIA in this triton build
+        pytest.skip(f"triton cannot compile for sm_90 here: {type(e).__name__}: {e}")
+    finally:
+        triton_hooks.remove("race_order")
+    for c in configs:
+        races = find_layout_races(plain[c].asm["ttgir"])
+        assert races and {race.argument for race in races} == {"in_out_ptr0"}, (c, races)
+        assert find_layout_races(ordered[c].asm["ttgir"]) == [], c
+        # the source's own debug_barrier is one in both
+        assert ordered[c].asm["ptx"].count("bar.sync") > plain[c].asm["ptx"].count("bar.sync"), c
 
 
 def test_graces_stage_passes_chain_on_tritons_one_hook(monkeypatch: pytest.MonkeyPatch) -> None:
