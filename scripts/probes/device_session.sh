@@ -42,6 +42,11 @@
 #        28784022 alone (GPU 0) as run with the tree's probes, then with SCG off (PI on every graph) and PI off (SCG
 #        picks between them by timing, which the load may change); and the differential run that read 41324020
 #        stale, its 38 seeds from 41324000 under all-lean-copy, 16 programs at a time (its load), on the other GPUs
+#   STAGE=30 PRUN=<date> [TEST=Class.method RUNS=32] [TRUN=<date>-tests TESTS=layout_race] T=<left> bash .diag/device_session.sh
+#        one of upstream's tests (default test_aliasing_static_ref, which failed once under all-lean-copy and passed on
+#        its recheck) 32 times in fresh processes, under stock, all-lean, all-lean-copy and all-lean-copy without the
+#        stale-output guard's storage mark, a configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
+#        CUDA tests TESTS beside them
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -331,7 +336,25 @@ case "$STAGE" in
     # (SCG off: every graph with PI; PI off: none), for both programs that read stale under load
     ( for seed in 41324020 28784022; do
         for variant in as-run scg-off pi-off; do
-          case $variant in as-run) E="";; scg-off) E="GRACE_SCG=0";; pi-off) E="GRACE_PI=0";; esac
+          case $variant in as-run) E="";; scg-off) E="GRACE_SCG=0";; pi-off) E="GRACE_PI=0";;   30)  # one upstream test many times, fresh processes and caches, a configuration per GPU, eight at once on each
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"; n=0
+    TEST=${TEST:-CudaGraphTreeTests.test_aliasing_static_ref}
+    for cfg in stock all-lean all-lean-copy all-lean-copy:no-storage-mark; do
+      E=$("$PY" -m grace.report.upstream --env "${cfg%%:*}"); A=(); [ "${cfg#*:}" = no-storage-mark ] && A=(--no-storage-mark)
+      GPU=${G[$((n % ${#G[@]}))]}; n=$((n + 1))
+      env CUDA_VISIBLE_DEVICES=$GPU $E timeout $(( $(left) - 30 )) "$PY" scripts/probes/upstream_repeat.py .upstream "$TEST" \
+        --runs ${RUNS:-32} --jobs 8 "${A[@]}" > "$P/repeat.${TEST##*.}.${cfg/:/.}.jsonl" 2> "$P/repeat.${TEST##*.}.${cfg/:/.}.log" &
+    done
+    if [ -n "${TRUN:-}" ]; then  # and the CUDA tests TESTS (default: the race ordering's), on the first GPU after its share
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      for t in ${TESTS:-layout_race}; do
+        CUDA_VISIBLE_DEVICES=${G[0]} timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+      done
+    fi
+    wait
+    ;;
+esac
           probe=""; [ $variant = as-run ] && probe="--probe trace,guard,outputs"
           # shellcheck disable=SC2086
           env $ALC $E CUDA_VISIBLE_DEVICES=${G[0]} timeout 120 "$PY" -m grace.difftest run-one --seed $seed \
