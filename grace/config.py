@@ -81,10 +81,11 @@ stale_outputs_raise: bool = Config(default=True, env_name_default="GRACE_STALE_O
 copy_grads: bool = Config(default=True, env_name_default="GRACE_COPY_GRADS")
 
 # Inductor autotunes each Triton kernel only among configurations whose compiled form does not
-# load a pointer it also stores in another layout, or, where every one does, among race-free
-# variants of them (grace.layout_race): Triton 3.6 compiles some small in-place reductions so
-# that a thread reads back what another has already stored. Compile workers read it from the
-# environment. It can cost a kernel its fastest configuration, never a right one.
+# load a pointer it also stores in another layout; where every one does, among the same ones
+# compiled with a barrier before the racy stores, else race-free variants of them
+# (grace.layout_race): Triton 3.6 compiles some small in-place reductions so that a thread reads
+# back what another has already stored. Compile workers read it from the environment. It can
+# cost a kernel its fastest configuration, or a barrier, never a right result.
 race_free_kernels: bool = Config(default=True, env_name_default="GRACE_RACE_FREE_KERNELS")
 
 # How SCG profiles a candidate graph (grace.scg.profile): untimed calls per choice, interleaved

@@ -6,8 +6,8 @@ A test that fails once in a run and passes on its recheck (``test_aliasing_stati
 a later graph's output aliases) is either GraCE's, intermittently, or stock Inductor's choice
 changing under load: ``pad_mm`` times the padded and unpadded matmul and keeps the faster, which
 changes the graph (the failing run's counters show the 12x12 padded matmul). Each run prints one
-JSON line: whether it passed, the assertion, Inductor's matmul and ``pad_mm`` counters, and every
-node of the tree (its function, its outputs' aliasing, which it caches) as the test left it, so a
+JSON line: whether it passed, the assertion, Inductor's matmul and ``pad_mm`` counters, what SCG
+chose for each graph by timing and how PI deployed it, and every node of the tree (its function, its outputs' aliasing, which it caches) as the test left it, so a
 failing run can be set against a passing one. ``--no-storage-mark`` turns off the stale-output
 guard's storage-level mark (``grace.stale_outputs._shared_indices`` finds nothing), to tell it
 apart from the rest of GraCE.
@@ -54,6 +54,19 @@ def tree_state(manager: Any) -> dict[str, Any]:
             "generation": manager.current_gen}
 
 
+def _decisions() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What SCG chose for each graph (its medians: a timed choice can change with load) and how
+    PI deployed each, where GraCE is loaded; empty lists under stock."""
+    try:
+        from grace.pi import report as pi_report
+        from grace.scg import report as scg_report
+    except ImportError:
+        return [], []
+    scg = [{"name": r.name, "choice": r.choice, "medians_us": r.medians_us} for r in scg_report.records()]
+    pi = [{"name": r.name, "strategy": r.strategy, "indirected": r.indirected} for r in pi_report.records()]
+    return scg, pi
+
+
 def run_one(folder: str, test: str, no_storage_mark: bool) -> dict[str, Any]:
     """The test, once, in this process; what it left."""
     sys.path.insert(0, folder)
@@ -79,6 +92,7 @@ def run_one(folder: str, test: str, no_storage_mark: bool) -> dict[str, Any]:
             seen["tree"] = tree_state(self.get_manager())
             seen["mm"] = dict(counters["aten_mm_info"])
             seen["pad_mm"] = {k: v for k, v in counters["inductor"].items() if "pad_mm" in k}
+            seen["scg"], seen["pi"] = _decisions()
 
     setattr(cls, method, observed)
     result = unittest.TextTestRunner(stream=open(os.devnull, "w"), verbosity=0).run(cls(method))
