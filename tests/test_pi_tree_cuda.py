@@ -322,38 +322,53 @@ def test_with_the_switch_off_no_node_has_a_plan() -> None:
     cudagraph_trees.reset_cudagraph_trees()
 
 
-def test_a_graph_its_warm_up_saw_drawing_random_numbers_is_captured_once(pi, monkeypatch) -> None:
-    """Dropout in a training forward (with Inductor's fallback_random, so eager's masks): the
-    warm-up notes the random draw, and the forward's graph is captured once, stock, not first
-    with PI and then again; the steps equal eager's."""
+def test_a_graph_that_draws_random_numbers_is_indirected_once_checked_and_leaves_the_generator_as_eager(
+        pi, monkeypatch) -> None:
+    """Dropout in a training forward (with Inductor's fallback_random, so eager's masks), its
+    input read by a Triton kernel: the forward is captured once, checked with the generator
+    forked, and replays its input through the table. Every step's loss and gradients equal
+    eager's, and so does the generator's state after it (the check draws nothing for good)."""
     import copy
 
     import torch._inductor.config as inductor_config
 
     from grace.pi import tree_hook
+    from grace.pi.replay import PIReplay
 
     second_captures = []
     real = tree_hook.new_graph
     monkeypatch.setattr(tree_hook, "new_graph",
                         lambda *a, **k: second_captures.append(k) or real(*a, **k))
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dropout, self.linear = torch.nn.Dropout(0.5), torch.nn.Linear(32, 32)
+
+        def forward(self, x: Any) -> Any:
+            return self.linear(self.dropout(x * 2 + 1))
+
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Dropout(0.5)).cuda()
+    model = Model().cuda()
     reference = copy.deepcopy(model)
     with inductor_config.patch(fallback_random=True):
         f = torch.compile(model, mode="reduce-overhead")
-        for step in range(4):
+        for step in range(5):
             x = torch.randn(8, 32, device="cuda")
             torch.manual_seed(100 + step)
             loss = f(x).square().sum()
             loss.backward()
+            compiled_state = torch.cuda.get_rng_state()
             torch.manual_seed(100 + step)
             expected = reference(x).square().sum()
             expected.backward()
-            torch.testing.assert_close(loss, expected)
+            torch.testing.assert_close(loss, expected, msg=f"step {step}")
+            assert torch.equal(compiled_state, torch.cuda.get_rng_state()), f"the generator after step {step}"
             for p, q in zip(model.parameters(), reference.parameters()):
-                torch.testing.assert_close(p.grad, q.grad)
+                torch.testing.assert_close(p.grad, q.grad, msg=f"step {step}")
                 p.grad = q.grad = None
-    assert _nodes(), "graphs were recorded"
+    replays = [n.grace_pi for n in _nodes() if isinstance(n.grace_pi, PIReplay)]
+    assert any(r.plan.indirected for r in replays), "the forward that draws replays its input by pointer"
     assert not [k for k in second_captures if not k.get("keep_graph")], "no graph was captured a second time"
 
 

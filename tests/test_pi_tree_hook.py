@@ -378,13 +378,48 @@ def test_a_graph_that_mutates_a_buffer_is_checked_on_it_and_the_buffer_is_put_ba
     assert torch.equal(buffer, torch.zeros(4)), "the tree's first replay updates it, once"
 
 
-def test_a_graph_that_draws_random_numbers_is_recorded_again(built) -> None:
+def test_a_graph_with_a_generator_among_its_inputs_is_recorded_again(built) -> None:
     placeholder = torch.randn(64)
     rec = start_recording("cpu", [placeholder, torch.Generator()], non_static_input_idx=[0], model=GENERATED)
     rec.launch(autotuner(), LAUNCHER, [placeholder, torch.zeros(64), torch.zeros(64), 64], {}, stream=0)
     node = FakeNode(rec, placeholder, through_table=True)
     finished = _finish(rec, [], "graph 9", node, [node.out], stock_model, [placeholder, torch.Generator()])
-    assert finished.replay is None and "random numbers" in finished.rerecord and not node.out.any()
+    assert finished.replay is None and "a generator" in finished.rerecord and not node.out.any()
+
+
+def test_a_graph_that_draws_random_numbers_is_checked_with_the_generator_forked(built, monkeypatch) -> None:
+    """The check of a graph seen drawing random numbers runs: the generator's state is taken
+    before either side runs, put back before the stock run and before the replay, and put back
+    once more after, for the tree's first replay. A graph that draws nothing forks nothing."""
+    from grace.pi import check
+
+    events: list[Any] = []
+
+    class Fork:
+        def __init__(self, device: Any) -> None:
+            events.append(("fork", device))
+
+        def start(self) -> None:
+            events.append("start")
+
+    monkeypatch.setattr(check, "GeneratorFork", Fork)
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        events.append("stock run")
+        return stock_model(args)
+
+    for draws in (True, False):
+        events.clear()
+        rec, node, placeholder = _recorded(built, through_table=True)
+        replay = node.graph.replay
+        node.graph = SimpleNamespace(replay=lambda: (events.append("replay"), replay()))
+        with rec.active():
+            if draws:
+                torch.ops.aten.native_dropout.default(torch.ones(8), 0.5, True)
+        assert rec.draws_random is draws and rec.unverifiable is None
+        finished = _finish(rec, [], "graph 10", node, [node.out], model, [placeholder])
+        assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+        assert events == [("fork", rec.device if draws else None), "start", "stock run", "start", "replay", "start"]
 
 
 def test_the_check_puts_back_copied_placeholders_whose_memory_the_graph_reused(built) -> None:
@@ -708,38 +743,68 @@ def test_a_wrong_table_write_is_refused_before_the_capture() -> None:
         assert start_recording("cpu", placeholders, non_static_input_idx=[0], model=GENERATED) is not None
 
 
-def test_operators_that_draw_or_read_random_state_are_named() -> None:
+def test_operators_that_read_or_save_random_state_are_named_and_draws_are_noted_apart() -> None:
     aten = torch.ops.aten
     x = torch.zeros(4)
-    assert observe.random_use(aten.add.Tensor, (x, x), {}) is None
-    assert "draws random numbers" in observe.random_use(aten.bernoulli_.float, (x, 0.5), {})
-    assert "draws random numbers" in observe.random_use(aten.native_dropout.default, (x, 0.1, True), {})
+    for op, args, kwargs in [(aten.add.Tensor, (x, x), {}), (aten.bernoulli_.float, (x, 0.5), {}),
+                             (aten.native_dropout.default, (x, 0.1, True), {})]:
+        assert observe.random_state_use(op, args, kwargs) is None, op
+    assert not observe.draws_random(aten.add.Tensor, (x, x), {})
+    assert observe.draws_random(aten.bernoulli_.float, (x, 0.5), {})
+    assert observe.draws_random(aten.native_dropout.default, (x, 0.1, True), {})
+    assert observe.draws_random(aten.randint.low_out, (0, 9, [2]), {"out": x})  # Inductor's seeds
     sdpa = aten._scaled_dot_product_efficient_attention.default  # (q, k, v, bias, compute_lse, dropout_p=0.)
-    assert observe.random_use(sdpa, (x, x, x, None, True), {}) is None
-    assert observe.random_use(sdpa, (x, x, x, None, True, 0.0), {}) is None
-    assert "draws random numbers" in observe.random_use(sdpa, (x, x, x, None, True), {"dropout_p": 0.1})
+    for args, kwargs in [((x, x, x, None, True), {}), ((x, x, x, None, True, 0.0), {})]:
+        assert observe.random_state_use(sdpa, args, kwargs) is None
+        assert not observe.draws_random(sdpa, args, kwargs), "attention without dropout draws nothing"
+    dropping = ((x, x, x, None, True), {"dropout_p": 0.1})
+    assert "saves random-number state" in observe.random_state_use(sdpa, *dropping)
+    assert observe.draws_random(sdpa, *dropping)
     backward = aten._scaled_dot_product_flash_attention_backward.default
     names = [a.name for a in backward._schema.arguments]
     args = [x] * len(names)
     args[names.index("dropout_p")] = 0.1
-    assert "reads random-number state" in observe.random_use(backward, tuple(args), {})
+    assert "reads random-number state" in observe.random_state_use(backward, tuple(args), {})
     args[names.index("dropout_p")] = 0.0
-    assert observe.random_use(backward, tuple(args), {}) is None
+    assert observe.random_state_use(backward, tuple(args), {}) is None
+
+
+def test_the_generator_fork_puts_the_state_back_and_is_inert_off_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grace.pi import check
+
+    states: list[Any] = []
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device=None: ("state at", device))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device=None: states.append((state, device)))
+    cuda = torch.device("cuda", 1)
+    fork = check.GeneratorFork(cuda)
+    fork.start()
+    fork.start()
+    assert states == [(("state at", cuda), cuda)] * 2, "the state read once, put back at each start"
+    states.clear()
+    for device in (None, torch.device("cpu")):
+        check.GeneratorFork(device).start()
+    assert states == []
 
 
 @pytest.mark.parametrize("strategy", [PTX, EXEC_UPDATE])
-def test_a_graph_seen_drawing_random_numbers_is_not_run_outside_its_capture(built, strategy: str) -> None:
+def test_a_graph_seen_reading_random_state_is_not_run_outside_its_capture(built, strategy: str) -> None:
+    """Attention's backward with dropout reads the philox seed its forward saved (a device
+    tensor after a captured forward, read on the host outside one): noted, not run. Its kernel
+    has no CPU implementation; the watch notes the operator before it runs."""
     import grace.config
 
     placeholder = torch.randn(64)
     with grace.config.patch(pi_strategy=strategy):
         rec = start_recording("cpu", [placeholder], non_static_input_idx=[0], model=GENERATED)
+    backward = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
+    by_type = {"Tensor": torch.ones(8), "int": 8, "float": 0.1, "bool": False, "Optional[float]": None}
+    args = [by_type[str(a.type)] for a in backward._schema.arguments if not a.kwarg_only]  # dropout_p 0.1
     with rec.active():
-        torch.ops.aten.add.Tensor(placeholder, 1)
-        assert rec.unverifiable is None
         torch.ops.aten.native_dropout.default(torch.ones(8), 0.5, True)
-        torch.ops.aten.bernoulli_.float(torch.ones(8), 0.5)
-    assert rec.unverifiable is not None and "native_dropout" in rec.unverifiable  # the first one seen
+        assert rec.unverifiable is None and rec.draws_random, "a draw is noted, and checkable"
+        with pytest.raises(Exception):
+            backward(*args)
+    assert rec.unverifiable is not None and "reads random-number state" in rec.unverifiable
     from grace.pi import finish
     from grace.pi.check import Captured
 
@@ -772,8 +837,12 @@ def test_a_higher_order_operator_makes_the_graph_unverifiable_without_raising(bu
 
 
 @pytest.mark.parametrize("strategy", [PTX, EXEC_UPDATE])
-def test_a_warm_up_that_draws_random_numbers_makes_the_capture_once_and_stock(strategy: str) -> None:
+def test_a_warm_up_that_cannot_be_checked_makes_the_capture_once_and_stock(strategy: str) -> None:
+    """A higher-order operator (selective activation checkpointing's ``run_with_rng_state``) seen
+    in the warm-up: the capture is made once, stock. A random draw beside it is no verdict."""
     import contextlib
+
+    from torch._prims.rng_prims import run_with_rng_state
 
     import grace.config
     from grace.pi import tree_hook
@@ -786,7 +855,9 @@ def test_a_warm_up_that_draws_random_numbers_makes_the_capture_once_and_stock(st
         with warm.active():
             torch.ops.aten.add.Tensor(x, 1)
             torch.ops.aten.bernoulli_.float(torch.ones(8), 0.5)
-        assert "bernoulli" in observe.unverifiable_at_warmup(generated_twin)
+            assert warm.unverifiable is None
+            run_with_rng_state(torch.get_rng_state(), torch.ops.aten.rand.default, [4], device=torch.device("cpu"))
+        assert "run_with_rng_state" in observe.unverifiable_at_warmup(generated_twin)
         node = _record_node(x)
         capture = _Capture(node, IDENTITY)
         tree_hook.record(node, generated_twin, [x], capture)
@@ -795,7 +866,7 @@ def test_a_warm_up_that_draws_random_numbers_makes_the_capture_once_and_stock(st
     assert node.grace_pi == "unset", "no PI replay: the patch's own None stands"
 
 
-def test_a_warm_up_without_random_numbers_leaves_the_capture_watched() -> None:
+def test_a_warm_up_that_draws_random_numbers_or_none_leaves_the_capture_watched() -> None:
     from grace.pi import tree_hook
 
     generated_twin = _generated_identity()
@@ -803,6 +874,7 @@ def test_a_warm_up_without_random_numbers_leaves_the_capture_watched() -> None:
     warm = tree_hook.start_warmup(generated_twin, [x], static_input_idxs=[], managed_data_ptrs=set())
     with warm.active():
         torch.ops.aten.mul.Tensor(x, 2)
+        torch.ops.aten.native_dropout.default(torch.ones(8), 0.5, True)
     assert observe.unverifiable_at_warmup(generated_twin) is None
     assert tree_hook.start_warmup(lambda args: args, [x], [], set()) is None, "not generated code: no watch"
 

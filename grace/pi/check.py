@@ -38,21 +38,21 @@ class Captured:
 
 
 def validate(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
-             placeholder_indices: Iterable[int], unverifiable: str | None) -> str | None:
+             placeholder_indices: Iterable[int], unverifiable: str | None, draws_random: bool) -> str | None:
     """:func:`compare`, then the check's memory given back to the device.
 
     The check holds a snapshot and a moved copy of every indirected input, and the stock
     run's outputs: for DR-I, three times its 6.5 GB input. Left cached by the allocator,
     that would stay reserved for the life of the process, beside the graph's own pool.
     """
-    why = compare(captured, plan, pointers, placeholder_ptrs, placeholder_indices, unverifiable)
+    why = compare(captured, plan, pointers, placeholder_ptrs, placeholder_indices, unverifiable, draws_random)
     if captured.device.type == "cuda":
         log.debug("PI: the check's copies released %.1f MB", trees.release_cached_memory(captured.device) / 1e6)
     return why
 
 
 def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
-            placeholder_indices: Iterable[int], unverifiable: str | None) -> str | None:
+            placeholder_indices: Iterable[int], unverifiable: str | None, draws_random: bool) -> str | None:
     """Check the recorded graph against ``captured.model`` run with stock kernels; None if they agree.
 
     The reference is ``model`` (outside any capture, so every launch is stock) on the
@@ -64,9 +64,15 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     BatchNorm's running statistics). Every tensor input's storage is put back after each
     run, from snapshots taken before the first and never handed to a run, so that the
     tree's first replay reads and updates them as stock would; the placeholders get their
-    bytes back and the pointers their placeholders' addresses before that replay. A graph
-    that draws random numbers, or reads random-number state (:func:`grace.pi.observe.random_use`),
-    is not run outside its capture: ``unverifiable`` says why, and that counts as failing.
+    bytes back and the pointers their placeholders' addresses before that replay.
+
+    A graph that ``draws_random`` (dropout, Inductor's seeds) runs both sides from the device
+    generator's state as it was (:class:`GeneratorFork`): a replay draws from the generator's
+    state at its launch what the same launches draw eagerly from it, so the two sides draw the
+    same numbers, and the generator is left where it was, for the tree's first replay to advance
+    as stock's does. A graph that reads or saves random-number state
+    (:func:`grace.pi.observe.random_state_use`) is not run outside its capture: ``unverifiable``
+    says why, and that counts as failing.
     """
     import torch
 
@@ -76,6 +82,10 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     placeholders = {i: inputs[i] for i in placeholder_indices}
     mutated = [i for i in captured.mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]
     saved = before = StorageSnapshot({})
+    try:
+        generator = GeneratorFork(captured.device if draws_random else None)
+    except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
+        return f"the generator's state could not be read ({type(e).__name__}: {e})"
     try:
         saved = StorageSnapshot(placeholders)
         # Every other tensor input the compiled code may write: the ones it mutates, and in a
@@ -95,6 +105,7 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
         # cloned; a fresh one is not (DR-I's is 6.5 GB, and the check runs at capture time,
         # beside the recorded graph's own copy of it).
         arg_storages = {a.untyped_storage()._cdata for a in reference_args if isinstance(a, torch.Tensor)}
+        generator.start()
         expected = [e.clone() if isinstance(e, torch.Tensor) and e.untyped_storage()._cdata in arg_storages
                     else e for e in model(reference_args)]
         reference_mutated = {i: t.clone() for i, t in written.items()}
@@ -108,6 +119,7 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
         for i, t in moved.items():
             ptrs[i] = t.data_ptr()
         pointers.fill(ptrs)
+        generator.start()
         node.graph.replay()
         why = first_difference(outputs, expected) or first_difference(
             [inputs[i] for i in mutated], [reference_mutated[i] for i in mutated], what="mutated input")
@@ -116,6 +128,7 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
         saved.put_back()  # copied ones too: a graph that reused their memory overwrote them
         before.put_back()
+        generator.start()  # and draws from the generator's state as it was
         try:
             pointers.fill(placeholder_ptrs)
         except Exception as e:  # noqa: BLE001 - the graph may still point at the moved copies
@@ -126,6 +139,26 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
 
 
 UNDO_FAILED = "the graph's pointers could not be put back"
+
+
+class GeneratorFork:
+    """The state of ``device``'s default generator when made; :meth:`start` puts it back, so that
+    each run of the check, and then the program, draws from that state. The device's default
+    generator is the one Inductor's generated code draws from (its seeds, a fallback's dropout),
+    and the one a capture registers: its state is set in place, where the graph reads it at each
+    replay. ``None`` (a graph that draws nothing, or not on CUDA): nothing is saved or put back."""
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._device = device if device is not None and getattr(device, "type", None) == "cuda" else None
+        self._state = torch.cuda.get_rng_state(self._device) if self._device is not None else None
+
+    def start(self) -> None:
+        if self._state is not None:
+            import torch
+
+            torch.cuda.set_rng_state(self._state, self._device)
 
 
 class StorageSnapshot:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = get_logger("grace.pi")
 
-RNG_UNCHECKABLE = "the graph draws random numbers, so it cannot be run twice to be checked"
+RNG_UNCHECKABLE = "a generator is among the graph's inputs, so it cannot be run twice to be checked"
 UNVERIFIABLE_AT_WARMUP = "its warm-up showed the graph cannot be run outside its capture to be checked"
 
 
@@ -179,7 +179,7 @@ def validate(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,
     else:
         unverifiable = None
     return check.validate(captured, plan, pointers, placeholder_ptrs,
-                          [t.input_index for t in rec.tracked.values()], unverifiable)
+                          [t.input_index for t in rec.tracked.values()], unverifiable, rec.draws_random)
 
 
 def deploy(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,

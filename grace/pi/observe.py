@@ -40,9 +40,11 @@ class Recording:
     blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
     has_rng: bool = False  # a generator among the inputs: replays advance its state
     strategy: str = PTX
-    # why the graph must not run outside its capture for the check: an operator seen drawing or
-    # reading random-number state, or a higher-order operator the watch does not see into
+    # why the graph must not run outside its capture for the check: an operator seen reading or
+    # saving random-number state, or a higher-order operator the watch does not see into
     unverifiable: str | None = None
+    # an operator seen drawing random numbers: the check runs both sides from one generator state
+    draws_random: bool = False
 
     @property
     def keeps_graph(self) -> bool:
@@ -174,7 +176,7 @@ class Warmup:
     A Triton launch whose pointer argument is one of the function's non-static inputs (by
     storage identity; not an input that a previous graph's output holds) will read a
     placeholder when the function records, so under strategy "ptx" its variant is compiled
-    now. An operator that draws or reads random numbers, or a higher-order operator
+    now. An operator that reads or saves random-number state, or a higher-order operator
     (:class:`_OperatorWatch`), makes the graph one that PI's check cannot run; seen here, the
     recording captures it stock at once (:func:`grace.pi.tree_hook.record`) instead of capturing it with PI first
     and again stock after. Launches and operators run stock.
@@ -183,6 +185,7 @@ class Warmup:
     inputs: dict[int, int]  # storage cdata -> input index (strategy "ptx" only)
     model: Any  # the function warmed up, which carries the verdict to its recordings
     unverifiable: str | None = None  # the first operator seen that PI's check could not run
+    draws_random: bool = False  # seen, not a verdict: the check of such a graph forks the generator
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -231,11 +234,11 @@ def unverifiable_at_warmup(model: Any) -> str | None:
 
 class _OperatorWatch:
     """A dispatch mode over a capture (or a warm-up) that notes every non-view ATen operator
-    handed a placeholder (with ``placeholders``), and the first operator that makes the graph
-    unverifiable: one that draws or reads random numbers, or a higher-order operator, which
-    this mode does not see into (it runs as it would without the mode). ``recording`` is a
-    :class:`Recording`, or a :class:`Warmup` without ``placeholders``: what it sets is their
-    ``unverifiable``."""
+    handed a placeholder (with ``placeholders``), the first operator that makes the graph
+    unverifiable: one that reads or saves random-number state, or a higher-order operator, which
+    this mode does not see into (it runs as it would without the mode); and whether any
+    operator draws random numbers. ``recording`` is a :class:`Recording`, or a :class:`Warmup`
+    without ``placeholders``: what it sets is their ``unverifiable`` and ``draws_random``."""
 
     def __init__(self, recording: Recording | Warmup, placeholders: bool) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -260,7 +263,9 @@ class _OperatorWatch:
                         if t is not None:
                             rec.block(t.input_index, f"read by {func}")
                 if rec.unverifiable is None:
-                    rec.unverifiable = random_use(func, args, kwargs)
+                    rec.unverifiable = random_state_use(func, args, kwargs)
+                if not rec.draws_random:
+                    rec.draws_random = draws_random(func, args, kwargs)
                 return func(*args, **kwargs)
 
         self._mode = Mode()
@@ -272,31 +277,45 @@ class _OperatorWatch:
         self._mode.__exit__(*exc)
 
 
-def random_use(func: Any, args: Sequence[Any], kwargs: dict) -> str | None:
-    """Why running ``func`` outside the capture would not do what the captured graph does, or None.
+def random_state_use(func: Any, args: Sequence[Any], kwargs: dict) -> str | None:
+    """Why running ``func`` outside the capture could crash, or could not be compared with the
+    captured graph, or None.
 
-    An operator that draws random numbers draws others outside the capture (the graph's draws
-    come from the generator's graph-safe state), so the check would fail for no fault of PI and
-    advance the program's generator besides. An operator that reads random-number state (the
-    philox seed and offset that flash and memory-efficient attention save for their backward)
-    reads, after a captured forward, device tensors that it dereferences on the host when not
-    capturing: run outside the capture it would read device memory from the host and crash the
-    process (a training backward with such attention).
-    Attention without dropout draws nothing.
+    An operator that reads random-number state (the philox seed and offset that flash and
+    memory-efficient attention save for their backward) reads, after a captured forward, device
+    tensors that it dereferences on the host when not capturing: run outside the capture it
+    would read device memory from the host and crash the process (a training backward with such
+    attention). The forward that saves that state returns it on the host outside a capture and
+    on the device inside one, so its outputs cannot be compared either. Attention without
+    dropout draws and saves nothing.
     """
-    import torch
-
-    arguments = func._schema.arguments
-    names = [a.name for a in arguments]
-    if "dropout_p" in names:
-        k = names.index("dropout_p")
-        if not kwargs.get("dropout_p", args[k] if k < len(args) else arguments[k].default_value):
-            return None
+    if _dropout_off(func, args, kwargs):
+        return None
     if schema_reads_random_state(func._schema):
         return f"{func} reads random-number state"
-    if torch.Tag.nondeterministic_seeded in func.tags:
-        return f"{func} draws random numbers"
+    if any("philox" in r.name or "rng_state" in r.name for r in func._schema.returns):
+        return f"{func} saves random-number state"
     return None
+
+
+def draws_random(func: Any, args: Sequence[Any], kwargs: dict) -> bool:
+    """Whether ``func`` draws random numbers from the device's generator (dropout, Inductor's
+    seeds). Run outside the capture from the generator state a replay starts from, it draws what
+    the graph draws (CUDA graphs advance the generator as the same launches would, eagerly), so
+    such a graph is checked with the generator forked (:func:`grace.pi.check.compare`)."""
+    import torch
+
+    return not _dropout_off(func, args, kwargs) and torch.Tag.nondeterministic_seeded in func.tags
+
+
+def _dropout_off(func: Any, args: Sequence[Any], kwargs: dict) -> bool:
+    """Whether ``func`` takes a ``dropout_p`` that is zero here (attention without dropout)."""
+    arguments = func._schema.arguments
+    names = [a.name for a in arguments]
+    if "dropout_p" not in names:
+        return False
+    k = names.index("dropout_p")
+    return not kwargs.get("dropout_p", args[k] if k < len(args) else arguments[k].default_value)
 
 
 @contextlib.contextmanager
