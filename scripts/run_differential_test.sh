@@ -12,7 +12,7 @@
 # run under every configuration, unless HARD_SECONDS (default SECONDS_BUDGET + 270) ends them
 # first (those runs are dropped, not counted). CONFIGS: configuration names (default: those
 # `python -m grace.report.upstream --list` names, and stock-again: stock once more, its own noise floor). JOBS: processes at a time (default 4). START_SEED
-# (default: a fresh one per run, printed), MAX_STEPS (default 150), KINDS (default: every kind but the opt-in train_accum and train_keep), TIMEOUT
+# (default: a fresh one per run, printed), MAX_STEPS (default 150), KINDS (default: every kind but the opt-in train_accum, train_keep and dropout), TIMEOUT
 # seconds per (program, configuration) (default 240), RUN_ID; DEVICE=cpu checks the plumbing on a
 # machine without a GPU (no CUDA graphs there). RESUME=1 with the RUN_ID of an earlier run adds
 # new programs to it (its results kept, its settings required), so that runs of several device

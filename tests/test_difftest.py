@@ -60,14 +60,15 @@ def test_programs_respect_kinds_and_max_steps() -> None:
     assert all(1 <= len(generate(seed, max_steps=1).steps) <= 1 for seed in range(20))
     with pytest.raises(ValueError, match="unknown kind"):
         parse_kinds("pointwise,nope")
-    assert parse_kinds(None) == programs.default_kinds() == [k for k in KINDS if k not in ("train_accum", "train_keep")]
+    assert parse_kinds(None) == programs.default_kinds() == [k for k in KINDS if k not in programs.OPT_IN_KINDS]
+    assert programs.OPT_IN_KINDS == ("train_accum", "train_keep", "dropout")
 
 
 def test_opt_in_kinds_leave_every_earlier_program_as_it_was() -> None:
     """A program draws ``train_accum`` or ``train_keep`` only when asked: the default draw, and
     each kind's module weights, are what they were before they existed (seed 39308002 replays as
     recorded), and ``train_accum``'s weights are what they were before ``train_keep``."""
-    assert all(not {"train_accum", "train_keep"} & set(generate(seed).kinds) for seed in range(300))
+    assert all(not set(programs.OPT_IN_KINDS) & set(generate(seed).kinds) for seed in range(300))
     program = generate(39308002, max_steps=600)
     assert (program.kinds, len(program.steps)) == (["cpu_buf", "mutate_buf", "reduction"], 393)
     defaults = programs.default_kinds()
@@ -77,10 +78,12 @@ def test_opt_in_kinds_leave_every_earlier_program_as_it_was() -> None:
     assert programs.weight_seed(7, "train_accum") == 2**40 + 7
     taken |= {programs.weight_seed(s, "train_accum") for s in range(100)}
     assert programs.weight_seed(7, "train_keep") not in taken
+    taken |= {programs.weight_seed(s, "train_keep") for s in range(100)}
+    assert programs.weight_seed(7, "dropout") not in taken
     assert "train_accum" in generate(3, ["train_accum"]).kinds
 
 
-@pytest.mark.parametrize("kind", ["train_accum", "train_keep"])
+@pytest.mark.parametrize("kind", ["train_accum", "train_keep", "dropout"])
 def test_an_opt_in_kind_named_is_in_every_program_and_called(kind: str) -> None:
     """``--kinds train_accum,pointwise`` runs gradient accumulation in every program, where a
     draw of one to four kinds alone would leave it out of some."""
@@ -88,6 +91,36 @@ def test_an_opt_in_kind_named_is_in_every_program_and_called(kind: str) -> None:
         program = generate(seed, [kind, "pointwise"], max_steps=40)
         assert kind in program.kinds
         assert any(step.kind == kind for step in program.steps), seed
+
+
+def test_a_dropout_step_agrees_with_eager_and_a_side_that_draws_more_is_caught() -> None:
+    """``dropout`` seeds both sides alike before each call: Dynamo's eager backend draws eager's
+    masks, and the generator ends where eager's does. A compiled side that draws once more (a
+    capture-time check that left the generator advanced) mismatches on the generator's state,
+    with the loss and gradients still equal."""
+    import torch._inductor.config as inductor_config
+
+    program = Program(seed=12, kinds=["dropout"], width=6, channels=2, spatial=3, hidden=5)
+    program.steps = [programs.Step("dropout", mode, 3, value_seed=40 + i)
+                     for i, mode in enumerate(("fresh", "fresh", "transposed", "misaligned"))]
+    fallback = inductor_config.fallback_random
+    try:
+        torch._dynamo.reset()
+        result = execute.run_program(program, "cpu", backend="eager")
+        assert result["status"] == "ok" and result["calls"] == 4, result
+
+        def drawing_more(model: Any) -> Any:
+            def loss(x: Any) -> Any:
+                out = model(x)
+                torch.rand(1)  # after the forward: the masks are eager's, the generator is not
+                return out
+            return loss
+
+        torch._dynamo.reset()
+        result = _run_with(program, drawing_more)
+        assert result["status"] == "mismatch" and "generator state" in result["detail"], result
+    finally:
+        inductor_config.fallback_random = fallback
 
 
 def _accumulation_program(calls: int, kind: str = "train_accum") -> Program:

@@ -118,6 +118,18 @@ class MLPLoss(nn.Module):
         return self.fc2(torch.tanh(self.fc1(x))).square().mean()
 
 
+class DropoutLoss(nn.Module):
+    """A training forward through dropout; its input read first by a Triton kernel (PI can
+    indirect it), its random draws from the device's generator."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(nn.functional.dropout(torch.tanh(x) * 2, p=0.25, training=True)).square().mean()
+
+
 def conv_bn(channels: int) -> nn.Module:
     """Conv2d + BatchNorm2d in train mode: every call updates the running statistics."""
     module = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels)).train()
@@ -186,6 +198,47 @@ def _train_case(program: Program, device: str, compile_fn: Compile, accumulate: 
                 after=sgd_and_zero_grad)
 
 
+def _dropout_case(program: Program, device: str, compile_fn: Compile) -> Case:
+    """A training step through dropout on both sides, each seeded with the step's seed before its
+    call, Inductor drawing with eager's operators (``fallback_random``) so that both draw the same
+    masks: the loss and gradients compared, and the generator's state after each side's call,
+    which a graph, or a check of one at capture, must leave where eager leaves it."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fallback_random = True  # read as Inductor compiles; only random operators care
+    model = DropoutLoss(program.width).to(device)
+    eager_model = copy.deepcopy(model)
+    compiled_loss = compile_fn(model)
+    seed = [0]
+    after: dict[str, torch.Tensor] = {}
+
+    def generator_state() -> torch.Tensor:
+        state = torch.cuda.get_rng_state(device) if torch.device(device).type == "cuda" else torch.get_rng_state()
+        return state.to(torch.float64)
+
+    def train(side: str, loss_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(seed[0])
+        loss = loss_fn(x)
+        loss.backward()
+        after[side] = generator_state()
+        return loss
+
+    def states() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+        pairs = zip(model.named_parameters(), eager_model.parameters())
+        grads = [(f"{name}.grad", p.grad, q.grad) for (name, p), q in pairs]
+        return [*grads, ("generator state", after["compiled"], after["eager"])]
+
+    def zero_grad() -> None:
+        model.zero_grad(set_to_none=True)
+        eager_model.zero_grad(set_to_none=True)
+
+    def before(step: Step) -> None:
+        seed[0] = step.value_seed
+
+    return Case(lambda x: train("compiled", compiled_loss, x), lambda x: train("eager", eager_model, x), states,
+                before=before, after=zero_grad)
+
+
 def _cpu_buf_case(program: Program, device: str, compile_fn: Compile) -> Case:
     case, module, eager = _module_case(CpuBuf(program.width), device, compile_fn, ("cpu_buf",), move=False)
 
@@ -218,6 +271,8 @@ def build_case(kind: str, program: Program, device: str, compile_fn: Compile) ->
         return _train_case(program, device, compile_fn, accumulate=ACCUMULATED_CALLS)
     if kind == "train_keep":
         return _train_case(program, device, compile_fn, set_to_none=False)
+    if kind == "dropout":
+        return _dropout_case(program, device, compile_fn)
     raise ValueError(f"unknown kind {kind!r}")
 
 

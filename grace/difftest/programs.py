@@ -46,11 +46,14 @@ KINDS: dict[str, KindInfo] = {
     # train_step whose gradients are zeroed in place (zero_grad(set_to_none=False)) after the SGD
     # update of every call: .grad is kept from step to step
     "train_keep": KindInfo(1, False, None, 1e-3),
+    # a training step through dropout, both sides seeded alike before each call (Inductor's
+    # fallback_random, so the same masks): loss, gradients and the generator's state compared
+    "dropout": KindInfo(1, False, None, 1e-3),
 }
 # Kinds a program draws from only when asked for by name (``--kinds``): a kind added to the
 # default draw would change the program of every earlier seed. In the order they were added,
 # which their weight seeds keep.
-OPT_IN_KINDS = ("train_accum", "train_keep")
+OPT_IN_KINDS = ("train_accum", "train_keep", "dropout")
 ACCUMULATED_CALLS = 3
 
 # How a step's (first) input is made. "fresh" a new contiguous tensor; "reuse" the tensor an

@@ -102,7 +102,7 @@ harness_checks() {
   done
 }
 
-K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep  # every kind of the differential test
+K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep,dropout  # every kind of the differential test
 ALC=$("$PY" -m grace.report.upstream --env all-lean-copy)  # every switch, SCG forced to record
 case "$STAGE" in
   9)  # upstream, and beside it the probes, spread over the GPUs
