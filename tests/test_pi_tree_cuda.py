@@ -274,20 +274,20 @@ def test_the_capture_check_gives_its_copies_back(pi, monkeypatch) -> None:
 
     m = 1 << 24  # 64 MiB of float32 per input
     reserved: dict[str, int] = {}
-    compare, validate = check.compare, finish.validate
+    compare, why_untrusted = check.compare, finish.why_untrusted
 
     def compare_then_note(*args: Any) -> Any:
         why = compare(*args)
         reserved["after the check"] = torch.cuda.memory_reserved()
         return why
 
-    def validate_then_note(*args: Any) -> Any:
-        why = validate(*args)
+    def check_then_note(*args: Any) -> Any:
+        why = why_untrusted(*args)
         reserved["after its release"] = torch.cuda.memory_reserved()
         return why
 
     monkeypatch.setattr(check, "compare", compare_then_note)
-    monkeypatch.setattr(finish, "validate", validate_then_note)
+    monkeypatch.setattr(finish, "why_untrusted", check_then_note)
 
     def f(a: Any, b: Any) -> Any:
         return a * 2 + b

@@ -49,7 +49,7 @@ def _finish(rec: Any, mutated_input_idxs: Any, node_name: str, node: Any = None,
     captured = Captured(node, node_name, rec.device, outputs, model, inputs, mutated_input_idxs)
     if model is not None:
         return rec.finish(captured)
-    with mock.patch.object(finish, "validate", lambda *args: None):
+    with mock.patch.object(finish, "why_untrusted", lambda *args: None):
         return rec.finish(captured)
 
 
@@ -810,7 +810,7 @@ def test_a_graph_seen_reading_random_state_is_not_run_outside_its_capture(built,
 
     ran = []
     captured = Captured(None, "graph 1", rec.device, [], lambda args: ran.append(args), [placeholder], [])
-    why = finish.validate(rec, captured, None, None, [])
+    why = finish.why_untrusted(rec, captured, None, None, [])
     assert why is not None and "outside its capture" in why and not ran
 
 
@@ -832,7 +832,7 @@ def test_a_higher_order_operator_makes_the_graph_unverifiable_without_raising(bu
     from grace.pi.check import Captured
 
     captured = Captured(None, "graph 1", rec.device, [], lambda args: None, [placeholder], [])
-    why = finish.validate(rec, captured, None, None, [])
+    why = finish.why_untrusted(rec, captured, None, None, [])
     assert why is not None and "outside its capture" in why
 
 

@@ -24,17 +24,16 @@ log = get_logger("grace.pi")
 class Captured:
     """What one capture left, which planning and the check read.
 
-    ``model`` is the function the graph recorded (None: there is nothing to check the graph
-    against, and it is deployed as planned); ``inputs`` are the recording inputs, the
-    placeholders among them, held through the capture."""
+    ``model`` is the function the graph recorded, which the check runs with stock kernels;
+    ``inputs`` are the recording inputs, the placeholders among them, held through the capture."""
 
     node: Any
     name: str  # "graph N", for logs and reports
     device: Any
-    outputs: Sequence[Any] = ()
-    model: Any = None
-    inputs: Sequence[Any] = ()
-    mutated_input_idxs: Sequence[int] = ()
+    outputs: Sequence[Any]
+    model: Any
+    inputs: Sequence[Any]
+    mutated_input_idxs: Sequence[int]
 
 
 def validate(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],

@@ -20,7 +20,7 @@ Each ends one of three ways, all reported to :mod:`grace.pi.report`: :func:`depl
 gets its :class:`grace.pi.replay.PIReplay`, whose guard keeps an input read by pointer out of
 the ranges a replay may write), :func:`every_copy_kept` (the node replays as stock), or
 :func:`rerecord` (not trusted: captured again stock). Whatever indirects is first checked
-against the function run with stock kernels (:func:`validate`, :mod:`grace.pi.check`).
+against the function run with stock kernels (:func:`why_untrusted`, :mod:`grace.pi.check`).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class PtxFinisher:
             return every_copy_kept(rec, captured.name, plan)
         table = PointerTable(rec.slots, rec.device, storage=rec.table_storage)
         placeholder_ptrs = placeholder_pointers(rec)
-        why = validate(rec, captured, plan, table, placeholder_ptrs)
+        why = why_untrusted(rec, captured, plan, table, placeholder_ptrs)
         if why is not None:
             kernels = ", ".join(sorted({slot.kernel for slot in rec.slots}))
             return rerecord(rec, captured.name, plan, why, f"indirected kernels: {kernels}")
@@ -94,7 +94,7 @@ class ExecUpdateFinisher:
         except Exception as e:  # noqa: BLE001 - nothing was patched yet
             log.info("PI %s: exec-update not bound (%s); every input copied", name, e)
             return every_copy_kept(rec, name, every_input_copied(rec, f"exec-update not bound: {e}"), log_plan=False)
-        why = validate(rec, captured, plan, patch, placeholder_ptrs)
+        why = why_untrusted(rec, captured, plan, patch, placeholder_ptrs)
         if why is not None:
             log.warning("PI %s: exec-update dropped: %s", name, why)
             if why.startswith(check.UNDO_FAILED):
@@ -132,7 +132,7 @@ class PreludeFinisher:
                             "prelude")
         placeholder_ptrs = placeholder_pointers(rec)
         pointers = prelude.PreludePointers(table, installed)
-        why = validate(rec, captured, plan, pointers, placeholder_ptrs)
+        why = why_untrusted(rec, captured, plan, pointers, placeholder_ptrs)
         if why is not None:
             return rerecord(rec, name, plan, why, f"prelude rewriting {installed.nodes} node(s)")
         return deploy(rec, captured, plan, pointers, placeholder_ptrs)
@@ -168,10 +168,11 @@ def scan_kept_graph(rec: Recording, node: Any) -> tuple[Any, GraphPlan, list[Any
     return graph, plan, [s for s in found.sites if s.input_index in plan.indirected]
 
 
-def validate(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,
-             placeholder_ptrs: list[int]) -> str | None:
-    """The check of :mod:`grace.pi.check`, told why this graph cannot be run outside its
-    capture, if it cannot."""
+def why_untrusted(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,
+                  placeholder_ptrs: list[int]) -> str | None:
+    """Why the graph is not to be trusted as planned, or None: the check of :mod:`grace.pi.check`,
+    told why this graph cannot be run outside its capture, if it cannot, and whether it draws
+    random numbers."""
     if rec.has_rng:
         unverifiable = RNG_UNCHECKABLE
     elif rec.unverifiable is not None:  # run outside the capture it could differ, or crash

@@ -118,7 +118,7 @@ def gpu_writer(table_address: int, slots: int, device_index: int) -> _Writer:
 
 
 class _TensorWriter:
-    """Host tables (CPU tests): a plain copy."""
+    """A table in host memory (a device other than CUDA): a plain copy."""
 
     def __init__(self, table: Any) -> None:
         self._table = table
@@ -135,7 +135,7 @@ class StagedCopyWriter:
 
     def __init__(self, table_address: int, slots: int, call: Any) -> None:
         """``call(dst, src, bytes, stream) -> CUresult``: the driver function
-        (:func:`memcpy_htod_async`), or a stand-in in CPU tests."""
+        (:func:`memcpy_htod_async`), or any function of that signature."""
         self._call = call
         self._address = table_address
         self._buffer = (ctypes.c_uint64 * slots)()
@@ -177,7 +177,7 @@ class BatchMemOpWriter:
 
     def __init__(self, table_address: int, slots: int, call: Any) -> None:
         """``call(stream, count, params_address, flags) -> CUresult``: the driver function
-        (:func:`batch_mem_op`), or a stand-in in CPU tests."""
+        (:func:`batch_mem_op`), or any function of that signature."""
         self._call = call
         n = slots
         self._ops = ctypes.create_string_buffer(self.OP_BYTES * n)

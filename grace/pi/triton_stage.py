@@ -85,7 +85,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Take the hook out again, leaving any other (tests use this)."""
+    """Take the hook out again, leaving any other stage pass installed (the inverse of :func:`install`)."""
     from grace import triton_hooks
 
     triton_hooks.remove("pi")
