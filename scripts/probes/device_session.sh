@@ -46,7 +46,8 @@
 #        one of upstream's tests (default test_aliasing_static_ref, which failed once under all-lean-copy and passed on
 #        its recheck) 32 times in fresh processes, under stock, all-lean, all-lean-copy and all-lean-copy without the
 #        stale-output guard's storage mark, a configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
-#        CUDA tests TESTS beside them
+#        CUDA tests TESTS beside them; with T3RUN=<date>-table3, Table 3's copies per replay for the training workloads
+#        that draw random numbers (T3_WORKLOADS), resumable with the same T3RUN
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -68,7 +69,8 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     $( [ "$STAGE" = 23 ] || [ "$STAGE" = 25 ] || [ "$STAGE" = 28 ] && echo results/raw/single_gpu/${SRUN:-none} ) \
     $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
     $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) \
-    $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) 2>/dev/null
+    $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) \
+    $( [ -n "${T3RUN:-}" ] && echo results/raw/table3/${T3RUN} tables/table3_pi_copy_debug.csv ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
 T=$((T - 20))
@@ -351,6 +353,11 @@ case "$STAGE" in
       for t in ${TESTS:-layout_race}; do
         CUDA_VISIBLE_DEVICES=${G[0]} timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
       done
+    fi
+    if [ -n "${T3RUN:-}" ]; then  # Table 3's copies for the training workloads that draw random numbers, on the second GPU
+      ( CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-DR-T,DGPT2,STCLM,BSCG,XLNET-T,MTCG-T} \
+          REPEAT=5 COVERAGE=0 bash scripts/run_table3_pi_copy_debug.sh --resume --compile-together \
+          --stop-after $(( $(left) - 200 )) --end-after $(( $(left) - 60 )) > "$P/table3.log" 2>&1 ) &
     fi
     wait
     ;;
