@@ -95,8 +95,12 @@ def run_one(folder: str, test: str, no_storage_mark: bool) -> dict[str, Any]:
             seen["scg"], seen["pi"] = _decisions()
 
     setattr(cls, method, observed)
-    result = unittest.TextTestRunner(stream=open(os.devnull, "w"), verbosity=0).run(cls(method))
+    # a suite, so that the class fixtures run as under pytest (setUpClass patches Inductor's config)
+    result = unittest.TextTestRunner(stream=open(os.devnull, "w"), verbosity=0).run(unittest.TestSuite([cls(method)]))
     seen["passed"] = result.wasSuccessful()
+    if not seen["passed"] and "error" not in seen:  # failed outside the test's body (a fixture)
+        problems = result.errors + result.failures
+        seen["error"] = problems[0][1].strip().splitlines()[-1] if problems else "not run"
     return seen
 
 
