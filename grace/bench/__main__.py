@@ -13,7 +13,7 @@ from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
 from grace.bench.runner import MIN_ROUNDS, Interrupted, Settings, run
 from grace.bench.targets import first_first, pending, shard
 from grace.bench.timing_core import CoreClaim, allowed_cores, claim, hold
-from grace.bench.workloads import all_workloads
+from grace.bench.workloads import SIZES, all_workloads
 
 # statuses of a row that --retry may run again
 RETRYABLE = ("error", "timeout", "mismatch")
@@ -80,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=Settings.chunk, help="iterations per mode per interleaved round")
     parser.add_argument("--timeout", type=float, default=Settings.timeout_s, help="seconds per (workload, mode)")
     parser.add_argument("--shard", type=parse_shard, default=(1, 1), help="run shard i of n, e.g. 1/3")
-    parser.add_argument("--experiment", default="single_gpu")
+    parser.add_argument("--experiment", default=Settings.experiment)
     parser.add_argument("--run-id", default=None, help="share one run id across shards")
     parser.add_argument("--device", default=Settings.device, help="cuda (default) or cpu (runner tests only)")
-    parser.add_argument("--size", default=Settings.size, choices=["full", "tiny"], help="tiny: CPU-test sizes")
+    parser.add_argument("--size", default=Settings.size, choices=SIZES, help="tiny: CPU-test sizes")
     parser.add_argument("--pin-cpu", default="auto",
                         help="core for every worker's timing thread: auto (the last allowed core that no other "
                              "benchmark on this host has claimed), none, or N")

@@ -64,8 +64,8 @@ class WorkerFailed(Exception):
 
 @dataclass
 class Settings:
-    experiment: str
     run_id: str
+    experiment: str = "single_gpu"  # results/raw/<experiment>/<run_id>/
     repeat: int = 100
     chunk: int = 5
     timeout_s: float = 300.0

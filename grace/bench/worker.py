@@ -47,7 +47,7 @@ from grace.bench import check, options
 from grace.bench.modes import MODES, Mode
 from grace.bench.precision import exact_float32
 from grace.bench.reference import Reference, as_float64
-from grace.bench.workloads import Workload, get
+from grace.bench.workloads import SIZES, Workload, get
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
 COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, required=True)
     # the runner passes every flag (grace.bench.runner.start_worker): its Settings hold the defaults
     parser.add_argument("--device", required=True)
-    parser.add_argument("--size", required=True, choices=["full", "tiny"])
+    parser.add_argument("--size", required=True, choices=SIZES)
     parser.add_argument("--pin-cpu", type=int, required=True, help="core for the timing thread; -1: none")
     options.add_arguments(parser)  # one flag per grace.bench.options.WorkerOptions field
     args = parser.parse_args(argv)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 Kind = Literal["inference", "training"]
 Size = Literal["full", "tiny"]
+SIZES: tuple[Size, ...] = ("full", "tiny")  # "tiny": the CPU tests' sizes
 
 
 @dataclass(frozen=True)
