@@ -422,6 +422,38 @@ def test_a_graph_that_draws_random_numbers_is_checked_with_the_generator_forked(
         assert events == [("fork", rec.device if draws else None), "start", "stock run", "start", "replay", "start"]
 
 
+def test_an_undo_that_fails_is_reported_and_the_generator_is_put_back_all_the_same(built, monkeypatch) -> None:
+    """Where the pointers cannot be put back after the check, the graph is not trusted (its
+    capture is made again), and the generator's state is put back all the same."""
+    from grace.pi import check, finish
+    from grace.pi.check import Captured
+
+    starts: list[str] = []
+
+    class Fork:
+        def __init__(self, device: Any) -> None:
+            pass
+
+        def start(self) -> None:
+            starts.append("start")
+
+    class Pointers:
+        def __init__(self) -> None:
+            self.fills = 0
+
+        def fill(self, ptrs: Any) -> None:
+            self.fills += 1
+            if self.fills > 1:
+                raise RuntimeError("the driver refused")
+
+    monkeypatch.setattr(check, "GeneratorFork", Fork)
+    rec, node, placeholder = _recorded(built, through_table=False)
+    captured = Captured(node, "graph 11", rec.device, [node.out], stock_model, [placeholder], [])
+    why = check.compare(captured, finish.plan_of(rec), Pointers(), [placeholder.data_ptr()], [0], None, True)
+    assert why is not None and why.startswith(check.UNDO_FAILED) and "the driver refused" in why
+    assert starts == ["start"] * 3, "before the stock run, before the replay, and after both"
+
+
 def test_the_check_puts_back_copied_placeholders_whose_memory_the_graph_reused(built) -> None:
     """A graph may reuse a copied input's placeholder for a later buffer once it has read it; the
     check's replay then leaves other bytes there, which the tree's first replay would read."""

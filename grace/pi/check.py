@@ -127,17 +127,21 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
         saved.put_back()  # copied ones too: a graph that reused their memory overwrote them
         before.put_back()
-        generator.start()  # and draws from the generator's state as it was
-        try:
-            pointers.fill(placeholder_ptrs)
-        except Exception as e:  # noqa: BLE001 - the graph may still point at the moved copies
-            return f"{UNDO_FAILED} ({type(e).__name__}: {e})"
+        # and draws from the generator's state as it was, through the placeholders' pointers
+        failed = []
+        for undo in (generator.start, lambda: pointers.fill(placeholder_ptrs)):
+            try:
+                undo()
+            except Exception as e:  # noqa: BLE001 - the graph may still point at the moved copies
+                failed.append(f"{type(e).__name__}: {e}")
+        if failed:
+            return f"{UNDO_FAILED} ({'; '.join(failed)})"
         if captured.device.type == "cuda":
             torch.cuda.synchronize()
     return None if why is None else f"differs from the stock kernels with inputs moved: {why}"
 
 
-UNDO_FAILED = "the graph's pointers could not be put back"
+UNDO_FAILED = "the graph's pointers, or the generator's state, could not be put back"
 
 
 class GeneratorFork:
