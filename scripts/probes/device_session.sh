@@ -338,7 +338,21 @@ case "$STAGE" in
     # (SCG off: every graph with PI; PI off: none), for both programs that read stale under load
     ( for seed in 41324020 28784022; do
         for variant in as-run scg-off pi-off; do
-          case $variant in as-run) E="";; scg-off) E="GRACE_SCG=0";; pi-off) E="GRACE_PI=0";;   30)  # one upstream test many times, fresh processes and caches, a configuration per GPU, eight at once on each
+          case $variant in as-run) E="";; scg-off) E="GRACE_SCG=0";; pi-off) E="GRACE_PI=0";; esac
+          probe=""; [ $variant = as-run ] && probe="--probe trace,guard,outputs"
+          # shellcheck disable=SC2086
+          env $ALC $E CUDA_VISIBLE_DEVICES=${G[0]} timeout 120 "$PY" -m grace.difftest run-one --seed $seed \
+            --device cuda --max-steps 600 --kinds $K $probe > "$P/program.$seed.$variant.txt" 2>&1
+        done
+      done ) &
+    if [ ${#G[@]} -gt 1 ]; then
+      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:1}") CONFIGS="all-lean-copy" KINDS=$K START_SEED=41324000 \
+        STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 150 )) JOBS=${JOBS:-16} \
+        bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
+    fi
+    wait
+    ;;
+  30)  # one upstream test many times, fresh processes and caches, a configuration per GPU, eight at once on each
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"; n=0
     TEST=${TEST:-CudaGraphTreeTests.test_aliasing_static_ref}
@@ -358,20 +372,6 @@ case "$STAGE" in
       ( CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-DR-T,DGPT2,STCLM,BSCG,XLNET-T,MTCG-T} \
           REPEAT=5 COVERAGE=0 bash scripts/run_table3_pi_copy_debug.sh --resume --compile-together \
           --stop-after $(( $(left) - 200 )) --end-after $(( $(left) - 60 )) > "$P/table3.log" 2>&1 ) &
-    fi
-    wait
-    ;;
-esac
-          probe=""; [ $variant = as-run ] && probe="--probe trace,guard,outputs"
-          # shellcheck disable=SC2086
-          env $ALC $E CUDA_VISIBLE_DEVICES=${G[0]} timeout 120 "$PY" -m grace.difftest run-one --seed $seed \
-            --device cuda --max-steps 600 --kinds $K $probe > "$P/program.$seed.$variant.txt" 2>&1
-        done
-      done ) &
-    if [ ${#G[@]} -gt 1 ]; then
-      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:1}") CONFIGS="all-lean-copy" KINDS=$K START_SEED=41324000 \
-        STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 150 )) JOBS=${JOBS:-16} \
-        bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
     fi
     wait
     ;;
