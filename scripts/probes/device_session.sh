@@ -374,5 +374,6 @@ case "$STAGE" in
           --stop-after $(( $(left) - 200 )) --end-after $(( $(left) - 60 )) > "$P/table3.log" 2>&1 ) &
     fi
     wait
+    "$PY" scripts/probes/upstream_repeat.py --summarize "$P"/repeat.${TEST##*.}.*.jsonl > "$P/repeat.${TEST##*.}.summary.txt" 2>&1
     ;;
 esac

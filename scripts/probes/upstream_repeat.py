@@ -7,13 +7,15 @@ a later graph's output aliases) is either GraCE's, intermittently, or stock Indu
 changing under load: ``pad_mm`` times the padded and unpadded matmul and keeps the faster, which
 changes the graph (the failing run's counters show the 12x12 padded matmul). Each run prints one
 JSON line: whether it passed, the assertion, Inductor's matmul and ``pad_mm`` counters, what SCG
-chose for each graph by timing and how PI deployed it, and every node of the tree (its function, its outputs' aliasing, which it caches) as the test left it, so a
-failing run can be set against a passing one. ``--no-storage-mark`` turns off the stale-output
+chose for each graph by timing and how PI deployed it, and every node of the tree (its function,
+its outputs' aliasing, which it caches) as the test left it, so that ``--summarize`` can set a
+failing run against a passing one. ``--no-storage-mark`` turns off the stale-output
 guard's storage-level mark (``grace.stale_outputs._shared_indices`` finds nothing), to tell it
 apart from the rest of GraCE.
 
     env $(python -m grace.report.upstream --env all-lean-copy) python scripts/probes/upstream_repeat.py \
         .upstream CudaGraphTreeTests.test_aliasing_static_ref --runs 24 --jobs 8 [--no-storage-mark]
+    python scripts/probes/upstream_repeat.py --summarize results/raw/probes/<series>/repeat.*.jsonl
 """
 
 from __future__ import annotations
@@ -110,14 +112,57 @@ def spawn(folder: str, test: str, index: int, no_storage_mark: bool) -> dict[str
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "TRITON_CACHE_DIR": f"{cache}/triton",
                "GRACE_SCG_CACHE_DIR": f"{cache}/scg"}
         args = [sys.executable, __file__, folder, test, "--one"] + (["--no-storage-mark"] if no_storage_mark else [])
-        proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+        try:
+            proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+        except subprocess.TimeoutExpired:
+            return {"run": index, "no_storage_mark": no_storage_mark, "passed": False, "error": "timeout (600 s)"}
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     row = json.loads(lines[-1]) if lines else {"passed": False, "error": f"exit {proc.returncode}: "
                                                                           f"{proc.stderr[-500:]}"}
     return {"run": index, "no_storage_mark": no_storage_mark, **row}
 
 
+def tree_differences(passing: dict[str, Any], failing: dict[str, Any]) -> list[str]:
+    """Node by node, depth first, what the failing run's tree has that a passing run's has not."""
+    out = []
+    if len(passing["nodes"]) != len(failing["nodes"]):
+        out.append(f"{len(failing['nodes'])} nodes, a passing run {len(passing['nodes'])}")
+    for i, (p, f) in enumerate(zip(passing["nodes"], failing["nodes"])):
+        for key in ("depth", "kind", "function", "aliases", "unaliased", "cached"):
+            if p.get(key) != f.get(key):
+                out.append(f"node {i} {key}: {f.get(key)} (a passing run: {p.get(key)})")
+    return out
+
+
+def summarize(paths: list[Path]) -> str:
+    """Per file of runs: how many passed, grouped by Inductor's matmul counters and SCG's choices,
+    and each failure set against the first passing run's tree."""
+    lines = []
+    for path in paths:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+        failed = [r for r in rows if not r.get("passed")]
+        lines.append(f"{path.name}: {len(rows)} runs, {len(rows) - len(failed)} passed, {len(failed)} failed")
+        groups: Counter[tuple[bool, str, str]] = Counter()
+        for r in rows:
+            choices = ", ".join(f"{d['name']}: {d['choice']}" for d in r.get("scg", [])) or "-"
+            groups[(bool(r.get("passed")), json.dumps(r.get("mm", {}), sort_keys=True), choices)] += 1
+        for (passed, mm, choices), n in sorted(groups.items()):
+            lines.append(f"  {'passed' if passed else 'failed'} {n}x; aten_mm_info {mm}; SCG {choices}")
+        reference = next((r["tree"] for r in rows if r.get("passed") and r.get("tree")), None)
+        for r in failed:
+            lines.append(f"  run {r.get('run')}: {r.get('error')}")
+            if reference is not None and r.get("tree"):
+                lines.extend(f"    {d}" for d in tree_differences(reference, r["tree"]))
+    return "\n".join(lines)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--summarize"]:
+        if len(sys.argv) < 3:
+            print("usage: upstream_repeat.py --summarize RUNS.jsonl [...]", file=sys.stderr)
+            return 2
+        print(summarize([Path(a) for a in sys.argv[2:]]))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="the folder of test_cudagraph_trees.py")
     parser.add_argument("test", help="Class.method, e.g. CudaGraphTreeTests.test_aliasing_static_ref")
