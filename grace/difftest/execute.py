@@ -164,6 +164,12 @@ def _module_case(module: nn.Module, device: str, compile_fn: Compile, state_name
     return Case(compile_fn(module), eager, states), module, eager
 
 
+def _grad_pairs(model: nn.Module, eager_model: nn.Module) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """Each parameter's ``.grad`` on both sides, named, for :class:`Case`'s comparison."""
+    pairs = zip(model.named_parameters(), eager_model.parameters())
+    return [(f"{name}.grad", p.grad, q.grad) for (name, p), q in pairs]
+
+
 def _train_case(program: Program, device: str, compile_fn: Compile, accumulate: int = 1,
                 set_to_none: bool = True) -> Case:
     """A training step on both sides: the loss, its backward, and the gradients compared after
@@ -181,8 +187,7 @@ def _train_case(program: Program, device: str, compile_fn: Compile, accumulate: 
         return loss
 
     def grads() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-        pairs = zip(model.named_parameters(), eager_model.parameters())
-        return [(f"{name}.grad", p.grad, q.grad) for (name, p), q in pairs]
+        return _grad_pairs(model, eager_model)
 
     def sgd_and_zero_grad() -> None:
         calls[0] += 1
@@ -224,9 +229,7 @@ def _dropout_case(program: Program, device: str, compile_fn: Compile) -> Case:
         return loss
 
     def states() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-        pairs = zip(model.named_parameters(), eager_model.parameters())
-        grads = [(f"{name}.grad", p.grad, q.grad) for (name, p), q in pairs]
-        return [*grads, ("generator state", after["compiled"], after["eager"])]
+        return [*_grad_pairs(model, eager_model), ("generator state", after["compiled"], after["eager"])]
 
     def zero_grad() -> None:
         model.zero_grad(set_to_none=True)
