@@ -48,6 +48,13 @@
 #        stale-output guard's storage mark, a configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
 #        CUDA tests TESTS beside them; with T3RUN=<date>-table3, Table 3's copies per replay for the training workloads
 #        that draw random numbers (T3_WORKLOADS), resumable with the same T3RUN
+#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3] SHARDS=5 T=590 bash .diag/device_session.sh
+#        upstream under every configuration of --list, with the project's CUDA tests spread over the GPUs beside it (the
+#        benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that draw random numbers on
+#        the last GPU (copies are bytes, not times: the load does not change them)
+#   STAGE=32 TPRUN=<date>-tp T=<left> bash .diag/device_session.sh
+#        tensor parallelism, one round (scripts/run_tp_experiments.sh): TP 2 of TP2_WORKLOADS on GPUs 0,1 and TP 1 of
+#        each TP1_WORKLOADS on GPUs 2 and 3 side by side for half the call, then TP 4 of TP4_WORKLOADS on all four
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -70,7 +77,8 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
     $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) \
     $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) \
-    $( [ -n "${T3RUN:-}" ] && echo results/raw/table3/${T3RUN} tables/table3_pi_copy_debug.csv ) 2>/dev/null
+    $( [ -n "${T3RUN:-}" ] && echo results/raw/table3/${T3RUN} tables/table3_pi_copy_debug.csv ) \
+    $( [ -n "${TPRUN:-}" ] && echo results/raw/tp/${TPRUN} results/raw/tp/latest.txt ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
 T=$((T - 20))
@@ -375,5 +383,38 @@ case "$STAGE" in
     fi
     wait
     "$PY" scripts/probes/upstream_repeat.py --summarize "$P"/repeat.${TEST##*.}.*.jsonl > "$P/repeat.${TEST##*.}.summary.txt" 2>&1
+    ;;
+  31)  # upstream, every configuration; beside it the CUDA tests and, with T3RUN, Table 3's random-drawing rows
+    upstream_bg
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"; n=0
+    D=results/raw/gpu_checks/${TRUN:?}; mkdir -p "$D"
+    for t in trees lean pi pi_tree scg cgct layout_race; do
+      GPU=${G[$((n % ${#G[@]}))]}; n=$((n + 1))
+      CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+    done
+    if [ -n "${T3RUN:-}" ]; then
+      ( CUDA_VISIBLE_DEVICES=${G[$(( ${#G[@]} - 1 ))]} RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-DR-T,DGPT2,STCLM,BSCG,XLNET-T,MTCG-T} \
+          REPEAT=5 COVERAGE=0 bash scripts/run_table3_pi_copy_debug.sh --resume --compile-together \
+          --stop-after $(( $(left) - 200 )) --end-after $(( $(left) - 60 )) > "$OUT/table3.$STAGE.log" 2>&1 ) &
+    fi
+    wait
+    ;;
+  32)  # tensor parallelism: TP 2 and TP 1 side by side, then TP 4 on every GPU; rows of one run
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    TPE="RUN_ID=${TPRUN:?} ROUNDS=1 HANG_DUMP_S=120 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-240}"
+    half=$(( $(left) / 2 ))
+    if [ ${#G[@]} -ge 4 ]; then
+      env $TPE CUDA_VISIBLE_DEVICES=${G[0]},${G[1]} TP_LIST=2 WORKLOADS="${TP2_WORKLOADS:-XLNET-I ST}" timeout $half \
+        bash scripts/run_tp_experiments.sh > "$OUT/tp2.log" 2>&1 &
+      i=2
+      for w in ${TP1_WORKLOADS:-XLNET-I ST}; do
+        env $TPE CUDA_VISIBLE_DEVICES=${G[$i]} TP_LIST=1 WORKLOADS="$w" timeout $half \
+          bash scripts/run_tp_experiments.sh > "$OUT/tp1.$w.log" 2>&1 &
+        i=$(( i == 2 ? 3 : 2 ))
+      done
+      wait
+    fi
+    env $TPE TP_LIST=4 WORKLOADS="${TP4_WORKLOADS:-ST XLNET-I}" timeout $(( $(left) - 10 )) \
+      bash scripts/run_tp_experiments.sh > "$OUT/tp4.log" 2>&1
     ;;
 esac
