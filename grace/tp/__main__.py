@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 from grace.bench.modes import MODES
 from grace.switches import running_switches
+from grace.tp.stack_watchdog import StackWatchdog
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -49,8 +50,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--size", default="full", choices=["full", "tiny"])
     p.add_argument("--round", type=int, default=1, help="which round of an interleaved sweep (in the row)")
     p.add_argument("--hang-dump", type=float, default=0, metavar="SECONDS",
-                   help="print every thread's stack each SECONDS while the run lasts (0: never), so that a "
-                        "rank stuck in a collective shows where")
+                   help="print every thread's Python stack each SECONDS while the run lasts (0: never), so that "
+                        "a rank stuck in a collective shows where (grace.tp.stack_watchdog)")
     args = p.parse_args(argv)
     if args.env is None and args.groups is None:
         if args.workload is None or args.mode is None or args.out is None:
@@ -208,8 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rank = int(os.environ.get("RANK", "0"))
     faulthandler.enable(all_threads=True)  # a rank that dies on a signal (SIGSEGV) prints where
-    if args.hang_dump > 0:
-        faulthandler.dump_traceback_later(args.hang_dump, repeat=True)
+    watchdog = StackWatchdog(args.hang_dump).start() if args.hang_dump > 0 else None
     try:
         rows = run(args)
     except Exception as e:  # noqa: BLE001 - a failed configuration is a row, the sweep goes on
@@ -217,7 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [{"workload": args.workload, "tp": int(os.environ.get("WORLD_SIZE", "1")), "mode": m,
                  "round": args.round, "status": "error", "error": f"{type(e).__name__}: {e}"} for m in args.modes]
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        if watchdog is not None:
+            watchdog.cancel()
     if rank == 0:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as f:
