@@ -57,7 +57,10 @@ for round in $(seq 1 "$ROUNDS"); do
           "$PY" -m torch.distributed.run --nproc-per-node "$tp" --standalone -m grace.tp \
           --workload "$wl" --mode "$group" --device "$DEVICE" --size "${SIZE:-full}" \
           --warmup "${WARMUP:-5}" --repeat "${REPEAT:-30}" --round "$round" --out "$RAW/rows.jsonl" \
-          --hang-dump "${HANG_DUMP_S:-180}" > "$log" 2>&1 || { status=1; tail -3 "$log"; }
+          --hang-dump "${HANG_DUMP_S:-180}" > "$log" 2>&1 || { rc=$?; status=1; tail -3 "$log"
+            # a launch cut by its deadline or by a dead rank writes no rows: its modes get a timeout or crash row
+            "$PY" -m grace.tp --lost-launch "$rc" --workload "$wl" --mode "$group" --tp "$tp" --round "$round" \
+              --out "$RAW/rows.jsonl" --log "$log"; }
       done
     done
   done

@@ -4,6 +4,7 @@ model's outputs (the GPU runs use NCCL; what the plans shard is the same)."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import sys
 from pathlib import Path
@@ -222,3 +223,41 @@ def test_figure12_takes_the_median_of_per_round_ratios(tmp_path: Path) -> None:
     assert recs["pt2-nocg"]["speedup_over_nocg"] == 1.0 and recs["pt2-nocg"]["median_us"] == 110.0
     paths = figure12.draw(list(recs.values()), tmp_path)
     assert sorted(p.name for p in paths) == ["figure12.pdf", "figure12.png"]
+
+
+def test_a_lost_launch_gets_a_row_per_mode_it_did_not_write(tmp_path: Path) -> None:
+    from grace.tp.lost_launch import record_lost_launch
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"workload": "ST", "tp": 4, "mode": "pt2-nocg", "round": 1, "status": "ok"}) + "\n")
+    log = tmp_path / "launch.log"
+    log.write_text("compiling\ntraceback : Signal 11 (SIGSEGV) received by PID 16674\n====\n")
+    lost = record_lost_launch(rows, "ST", 4, ["pt2-nocg", "pt2-cg"], 1, exit_code=1, log=log)
+    assert [(r["mode"], r["status"]) for r in lost] == [("pt2-cg", "crash")]
+    assert "SIGSEGV" in lost[0]["error"]
+    assert record_lost_launch(rows, "ST", 4, ["pt2-nocg", "pt2-cg"], 1, exit_code=1, log=log) == []  # once
+    cut = record_lost_launch(rows, "ST", 4, ["grace"], 2, exit_code=124)
+    assert [(r["mode"], r["round"], r["status"]) for r in cut] == [("grace", 2, "timeout")]
+    assert record_lost_launch(rows, "ST", 4, ["grace"], 3, exit_code=0) == []
+    assert len(rows.read_text().splitlines()) == 3
+
+
+def test_the_lost_launch_command_needs_the_degree(tmp_path: Path) -> None:
+    from grace.tp.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--lost-launch", "1", "--workload", "ST", "--mode", "grace", "--out", str(tmp_path / "r.jsonl")])
+    assert main(["--lost-launch", "124", "--workload", "ST", "--mode", "grace", "--tp", "2",
+                 "--out", str(tmp_path / "r.jsonl")]) == 0
+    assert json.loads((tmp_path / "r.jsonl").read_text())["status"] == "timeout"
+
+
+def test_figure12_says_why_a_mode_has_no_bar() -> None:
+    from grace.report.figure12 import bar_gap_reason
+
+    ok = {"status": "ok"}
+    assert bar_gap_reason(None, ok) == "not run"
+    assert bar_gap_reason({"status": "crash"}, ok) == "crash"
+    assert bar_gap_reason(ok, None) == "PT2-NoCG not run"
+    assert bar_gap_reason(ok, {"status": "timeout"}) == "PT2-NoCG timeout"
+    assert bar_gap_reason(ok, ok) == "no round shared with PT2-NoCG"

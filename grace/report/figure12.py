@@ -50,6 +50,18 @@ def _mode_order(mode: str) -> int:
     return order.index(mode) if mode in order else len(order)
 
 
+def bar_gap_reason(rec: dict | None, baseline: dict | None) -> str:
+    """Why a mode has no bar: it did not run, it failed (its status), or PT2-NoCG, its
+    denominator, did not run or failed."""
+    if rec is None:
+        return "not run"
+    if rec["status"] != "ok":
+        return rec["status"]
+    if baseline is None or baseline["status"] != "ok":
+        return "PT2-NoCG " + ("not run" if baseline is None else baseline["status"])
+    return "no round shared with PT2-NoCG"
+
+
 def draw(recs: Sequence[dict], figures_dir: Path) -> list[Path]:
     """``figure12.{pdf,png}``: per workload and degree, a bar per mode with its rounds' spread."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -60,15 +72,17 @@ def draw(recs: Sequence[dict], figures_dir: Path) -> list[Path]:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     width = 0.8 / len(MODES)
+    by_key = {(r["workload"], r["tp"], r["mode"]): r for r in recs}
     for i, (mode, label) in enumerate(MODES.items()):
         offset = (i - (len(MODES) - 1) / 2) * width
-        for r in (r for r in recs if r["mode"] == mode):
-            x = groups.index((r["workload"], r["tp"])) + offset
-            if r["speedup_over_nocg"] is None:
-                ax.text(x, 0.05, r["status"], rotation=90, ha="center", va="bottom", fontsize=7)
+        for g, (workload, tp) in enumerate(groups):
+            r = by_key.get((workload, tp, mode))
+            if r is None or r["speedup_over_nocg"] is None:
+                ax.text(g + offset, 0.05, f"{label}: {bar_gap_reason(r, by_key.get((workload, tp, BASELINE)))}",
+                        rotation=90, ha="center", va="bottom", fontsize=7)
                 continue
             err = [[r["speedup_over_nocg"] - r["speedup_min"]], [r["speedup_max"] - r["speedup_over_nocg"]]]
-            ax.bar(x, r["speedup_over_nocg"], width, label=label, color=f"C{i}", edgecolor="black",
+            ax.bar(g + offset, r["speedup_over_nocg"], width, label=label, color=f"C{i}", edgecolor="black",
                    linewidth=0.5, yerr=err, capsize=2)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(groups)), [f"{w}\nTP={tp}" for w, tp in groups])

@@ -3,6 +3,8 @@
     torchrun --nproc-per-node T -m grace.tp --workload ST --mode pt2-nocg,pt2-cg --out rows.jsonl
     python -m grace.tp --env MODE          # the environment a mode's processes start with
     python -m grace.tp --groups "MODES"    # MODES grouped by environment, a group per line
+    python -m grace.tp --lost-launch STATUS --workload ST --mode M --tp T --round R --out rows.jsonl --log L
+                                           # rows for a launch that ended without writing its own
 
 Every rank builds the workload from the same seed, keeps an unsharded eager copy, shards the
 model with its plan (:mod:`grace.tp.plans`), compiles it in each mode, and runs ``--warmup``
@@ -33,6 +35,7 @@ from typing import Any, Sequence
 
 from grace.bench.modes import MODES
 from grace.switches import running_switches
+from grace.tp.lost_launch import record_lost_launch
 from grace.tp.stack_watchdog import StackWatchdog
 
 
@@ -52,7 +55,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--hang-dump", type=float, default=0, metavar="SECONDS",
                    help="print every thread's Python stack each SECONDS while the run lasts (0: never), so that "
                         "a rank stuck in a collective shows where (grace.tp.stack_watchdog)")
+    p.add_argument("--lost-launch", type=int, metavar="EXIT_STATUS",
+                   help="append a row for each of --mode that has none in --round, for a launch (at --tp) that "
+                        "ended with EXIT_STATUS without writing them (grace.tp.lost_launch), and exit")
+    p.add_argument("--tp", type=int, help="the launch's degree (with --lost-launch)")
+    p.add_argument("--log", type=Path, help="the launch's log (with --lost-launch)")
     args = p.parse_args(argv)
+    if args.lost_launch is not None and args.tp is None:
+        p.error("--lost-launch needs --tp")
     if args.env is None and args.groups is None:
         if args.workload is None or args.mode is None or args.out is None:
             p.error("--workload, --mode and --out are required (or --env MODE, or --groups MODES)")
@@ -195,6 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         for group in groups(names):
             print(",".join(group))
+        return 0
+    if args.lost_launch is not None:
+        for row in record_lost_launch(args.out, args.workload, args.tp, args.modes, args.round, args.lost_launch, args.log):
+            print(f"grace.tp: {row['workload']} tp={row['tp']} {row['mode']}: {row['status']} ({row['error']})")
         return 0
     if args.env is not None:
         if args.env not in MODES:
