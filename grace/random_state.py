@@ -15,6 +15,12 @@ import functools
 from typing import Any
 
 
+def random_state_returns(schema: Any) -> tuple[int, ...]:
+    """The indices of the returns of an operator with ``schema`` that are random-number state
+    it saves for a backward (attention's ``philox_seed``, ``philox_offset``, ``rng_state``)."""
+    return tuple(k for k, r in enumerate(schema.returns) if "philox" in r.name or "rng_state" in r.name)
+
+
 def schema_reads_random_state(schema: Any) -> bool:
     """Whether an operator with ``schema`` (a ``torch._C.FunctionSchema``) takes saved
     random-number state as an argument."""

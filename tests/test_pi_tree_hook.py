@@ -801,6 +801,64 @@ def test_operators_that_read_or_save_random_state_are_named_and_draws_are_noted_
     assert observe.random_state_use(backward, tuple(args), {}) is None
 
 
+def _attention_like() -> Any:
+    """An operator with attention's random-state signature (a ``dropout_p`` argument, a
+    ``philox_seed`` and ``philox_offset`` among its returns), with a CPU kernel: the seed is 7
+    when it drops out and uninitialised (here 99) when it does not, as attention's is."""
+    if not hasattr(torch.ops, "grace_test") or not hasattr(torch.ops.grace_test, "attention"):
+        lib = torch.library.Library("grace_test", "DEF")
+        lib.define("attention(Tensor q, float dropout_p=0.0) -> "
+                   "(Tensor output, Tensor philox_seed, Tensor philox_offset)")
+        lib.impl("attention", lambda q, dropout_p=0.0: (q * 2, torch.tensor(7 if dropout_p else 99),
+                                                        torch.tensor(0)), "CPU")
+        _attention_like.lib = lib  # type: ignore[attr-defined]  # kept alive with the process
+    return torch.ops.grace_test.attention.default
+
+
+def test_random_state_an_operator_returns_without_drawing_is_noted_as_unused() -> None:
+    op = _attention_like()
+    q = torch.ones(4)
+    out = op(q, 0.0)
+    assert observe.unused_random_state(op, (q, 0.0), {}, out) == [out[1].untyped_storage().data_ptr(),
+                                                                  out[2].untyped_storage().data_ptr()]
+    dropping = op(q, 0.1)
+    assert observe.unused_random_state(op, (q, 0.1), {}, dropping) == []
+    assert "saves random-number state" in observe.random_state_use(op, (q, 0.1), {})
+    assert observe.unused_random_state(torch.ops.aten.add.Tensor, (q, q), {}, q + q) == []
+
+
+@pytest.mark.parametrize("noted", [True, False])
+def test_the_check_leaves_out_random_state_returned_without_drawing(built, noted: bool) -> None:
+    """Attention without dropout returns a philox seed that nothing reads, on the device inside a
+    capture and on the host outside one: noted during the capture, it is left out of the check;
+    any other output that differs still fails it."""
+    op = _attention_like()
+    rec, node, placeholder = _recorded(built, through_table=True)
+    with rec.active():
+        captured_outputs = op(torch.ones(4), 0.0)
+    seed = captured_outputs[1]
+    if not noted:
+        rec.unused_state.clear()
+    seed.fill_(5)  # what the graph left there, which the stock run does not return
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        return [*stock_model(args), torch.tensor(99)]
+
+    finished = _finish(rec, [], "graph 11", node, [node.out, seed], model, [placeholder])
+    if noted:
+        assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+    else:
+        assert "output 1" in finished.rerecord and "elements differ" in finished.rerecord
+
+
+def test_tensors_of_no_elements_match_on_any_device() -> None:
+    from grace.pi import check
+
+    assert check.first_difference([torch.empty(0, device="meta")], [torch.empty(0)]) is None
+    assert "(0,)" in check.first_difference([torch.empty(0)], [torch.empty(0, 2)])
+    assert check.first_difference([torch.ones(2)], [torch.zeros(2)], skip={0}) is None
+
+
 def test_the_generator_fork_puts_the_state_back_and_is_inert_off_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     from grace.pi import check
 

@@ -9,7 +9,7 @@ touched: the tree's first replay (or a second, stock capture) sees the inputs as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,21 +37,24 @@ class Captured:
 
 
 def validate(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
-             placeholder_indices: Iterable[int], unverifiable: str | None, draws_random: bool) -> str | None:
+             placeholder_indices: Iterable[int], unverifiable: str | None, draws_random: bool, *,
+             unused_state: Collection[int] = ()) -> str | None:
     """:func:`compare`, then the check's memory given back to the device.
 
     The check holds a snapshot and a moved copy of every indirected input, and the stock
     run's outputs: for DR-I, three times its 6.5 GB input. Left cached by the allocator,
     that would stay reserved for the life of the process, beside the graph's own pool.
     """
-    why = compare(captured, plan, pointers, placeholder_ptrs, placeholder_indices, unverifiable, draws_random)
+    why = compare(captured, plan, pointers, placeholder_ptrs, placeholder_indices, unverifiable, draws_random,
+                  unused_state=unused_state)
     if captured.device.type == "cuda":
         log.debug("PI: the check's copies released %.1f MB", trees.release_cached_memory(captured.device) / 1e6)
     return why
 
 
 def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
-            placeholder_indices: Iterable[int], unverifiable: str | None, draws_random: bool) -> str | None:
+            placeholder_indices: Iterable[int], unverifiable: str | None, draws_random: bool, *,
+            unused_state: Collection[int] = ()) -> str | None:
     """Check the recorded graph against ``captured.model`` run with stock kernels; None if they agree.
 
     The reference is ``model`` (outside any capture, so every launch is stock) on the
@@ -71,7 +74,10 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     same numbers, and the generator is left where it was, for the tree's first replay to advance
     as stock's does. A graph that reads or saves random-number state
     (:func:`grace.pi.observe.random_state_use`) is not run outside its capture: ``unverifiable``
-    says why, and that counts as failing.
+    says why, and that counts as failing. Random-number state an operator returned without
+    drawing any (``unused_state``, the storages :func:`grace.pi.observe.unused_random_state`
+    noted during the capture: attention without dropout) is left out of the comparison: nothing
+    reads it, and outside a capture it is returned on the host.
     """
     import torch
 
@@ -120,7 +126,9 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
         pointers.fill(ptrs)
         generator.start()
         node.graph.replay()
-        why = first_difference(outputs, expected) or first_difference(
+        unused = {k for k, o in enumerate(outputs)
+                  if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in unused_state}
+        why = first_difference(outputs, expected, skip=unused) or first_difference(
             [inputs[i] for i in mutated], [reference_mutated[i] for i in mutated], what="mutated input")
     except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
         return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
@@ -212,8 +220,9 @@ def overwrite(t: Any) -> None:
 
 
 def first_difference(outputs: Sequence[Any], expected: Sequence[Any], what: str = "output",
-                      chunk: int = 1 << 26) -> str | None:
-    """None if every tensor matches the stock run's, else the first difference, described.
+                      chunk: int = 1 << 26, skip: Collection[int] = ()) -> str | None:
+    """None if every tensor but those at ``skip`` matches the stock run's, else the first
+    difference, described. Tensors of no elements match when their shapes and dtypes do.
 
     Tensors are compared ``chunk`` elements (or the rows that hold them) at a time: ``allclose``
     makes several temporaries of its operands' size, which for DR-I's 6.5 GB output would not fit
@@ -225,10 +234,12 @@ def first_difference(outputs: Sequence[Any], expected: Sequence[Any], what: str 
     if len(expected) != len(outputs):
         return f"{len(outputs)} {what}s against {len(expected)}"
     for k, (o, e) in enumerate(zip(outputs, expected)):
-        if not isinstance(o, torch.Tensor):
+        if not isinstance(o, torch.Tensor) or k in skip:
             continue
         if o.shape != e.shape or o.dtype != e.dtype:
             return f"{what} {k}: {tuple(o.shape)} {o.dtype} against {tuple(e.shape)} {e.dtype}"
+        if o.numel() == 0:
+            continue
         for start, (a, b) in _row_chunks(o, e, chunk):
             if a.is_floating_point() or a.is_complex():
                 if torch.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):

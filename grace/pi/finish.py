@@ -180,7 +180,8 @@ def why_untrusted(rec: Recording, captured: Captured, plan: GraphPlan, pointers:
     else:
         unverifiable = None
     return check.validate(captured, plan, pointers, placeholder_ptrs,
-                          [t.input_index for t in rec.tracked.values()], unverifiable, rec.draws_random)
+                          [t.input_index for t in rec.tracked.values()], unverifiable, rec.draws_random,
+                          unused_state=rec.unused_state)
 
 
 def deploy(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,

@@ -23,7 +23,7 @@ from grace.pi.guard import InputLayout
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
 from grace.option_values import EXEC_UPDATE, PRELUDE, PTX
 from grace.pi.plan import Placeholder, Slot
-from grace.random_state import schema_reads_random_state
+from grace.random_state import random_state_returns, schema_reads_random_state
 
 log = get_logger("grace.pi")
 
@@ -45,6 +45,9 @@ class Recording:
     unverifiable: str | None = None
     # an operator seen drawing random numbers: the check runs both sides from one generator state
     draws_random: bool = False
+    # storages (data_ptr) of random-number state returned by an operator that drew none (attention
+    # without dropout): no backward reads it, and it is not compared by the check
+    unused_state: set[int] = field(default_factory=set)
 
     @property
     def keeps_graph(self) -> bool:
@@ -186,6 +189,7 @@ class Warmup:
     model: Any  # the function warmed up, which carries the verdict to its recordings
     unverifiable: str | None = None  # the first operator seen that PI's check could not run
     draws_random: bool = False  # seen, not a verdict: the check of such a graph forks the generator
+    unused_state: set[int] = field(default_factory=set)  # as a recording's; a warm-up has no check to skip them in
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -266,7 +270,9 @@ class _OperatorWatch:
                     rec.unverifiable = random_state_use(func, args, kwargs)
                 if not rec.draws_random:
                     rec.draws_random = draws_random(func, args, kwargs)
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+                rec.unused_state.update(unused_random_state(func, args, kwargs, out))
+                return out
 
         self._mode = Mode()
 
@@ -296,6 +302,21 @@ def random_state_use(func: Any, args: Sequence[Any], kwargs: dict) -> str | None
     if any("philox" in r.name or "rng_state" in r.name for r in func._schema.returns):
         return f"{func} saves random-number state"
     return None
+
+
+def unused_random_state(func: Any, args: Sequence[Any], kwargs: dict, out: Any) -> list[int]:
+    """The storages (``data_ptr``) of the random-number state ``func`` returned in ``out``
+    without drawing any: attention without dropout still returns a philox seed and offset, which
+    nothing reads (its backward, without dropout, ignores them). Run outside a capture it returns
+    them on the host, inside one on the device, so the check leaves them out of its comparison."""
+    import torch
+
+    indices = random_state_returns(func._schema)
+    if not indices or not _dropout_off(func, args, kwargs):
+        return []
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [outs[k].untyped_storage().data_ptr() for k in indices
+            if k < len(outs) and isinstance(outs[k], torch.Tensor) and outs[k].numel() > 0]
 
 
 def draws_random(func: Any, args: Sequence[Any], kwargs: dict) -> bool:
