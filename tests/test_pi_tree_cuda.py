@@ -391,11 +391,13 @@ def test_a_graph_that_draws_random_numbers_is_indirected_once_checked_and_leaves
     assert not [k for k in second_captures if not k.get("keep_graph")], "no graph was captured a second time"
 
 
-def test_training_attention_with_dropout_is_never_run_outside_its_capture() -> None:
-    """Attention with dropout saves a philox seed that a captured forward keeps on the device;
-    the backward run outside a capture would dereference it on the host (DGPT2 and MT5 training
-    died with SIGSEGV in PI's check that way). PI notes the operator during the capture and
-    records such graphs again stock. In its own process, so a crash fails the test."""
+def test_training_attention_with_dropout_is_checked_with_its_saved_state_on_the_host() -> None:
+    """Attention with dropout saves a philox seed and offset that a captured forward keeps on the
+    device; its backward, run outside a capture, would dereference them on the host (DGPT2 and
+    MT5 training died with SIGSEGV in PI's check that way). PI's check runs that backward's stock
+    side with host copies of the state, and compares the forward's saved state on the host: both
+    graphs are indirected, every step's loss and gradients equal eager's. In its own process, so
+    a crash fails the test."""
     import os
     import subprocess
     import sys
@@ -409,7 +411,10 @@ def test_training_attention_with_dropout_is_never_run_outside_its_capture() -> N
                           env={**os.environ, "GRACE_LOGS": "info"})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "step 4 loss" in out and "cannot be run outside its capture" in out, out[-3000:]
+    steps = [line for line in out.splitlines() if "sdpa-dropout-pi: step" in line]
+    assert len(steps) == 5 and all("equal to eager" in line for line in steps), out[-3000:]
+    assert "recorded again without indirection" not in out and "outside its capture" not in out, out[-3000:]
+    assert out.count("input(s) indirected") >= 2, "the forward and the backward replay by pointer\n" + out[-3000:]
 
 
 @pytest.mark.parametrize("switches", [{"cgct": False, "pi": True, "scg": False, "lean_replay": False},

@@ -416,7 +416,7 @@ def test_a_graph_that_draws_random_numbers_is_checked_with_the_generator_forked(
         with rec.active():
             if draws:
                 torch.ops.aten.native_dropout.default(torch.ones(8), 0.5, True)
-        assert rec.draws_random is draws and rec.unverifiable is None
+        assert rec.random.draws is draws and rec.unverifiable is None
         finished = _finish(rec, [], "graph 10", node, [node.out], model, [placeholder])
         assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
         assert events == [("fork", rec.device if draws else None), "start", "stock run", "start", "replay", "start"]
@@ -449,7 +449,8 @@ def test_an_undo_that_fails_is_reported_and_the_generator_is_put_back_all_the_sa
     monkeypatch.setattr(check, "GeneratorFork", Fork)
     rec, node, placeholder = _recorded(built, through_table=False)
     captured = Captured(node, "graph 11", rec.device, [node.out], stock_model, [placeholder], [])
-    why = check.compare(captured, finish.plan_of(rec), Pointers(), [placeholder.data_ptr()], [0], None, True)
+    why = check.compare(captured, finish.plan_of(rec), Pointers(), [placeholder.data_ptr()], [0], None,
+                        check.RandomUse(draws=True))
     assert why is not None and why.startswith(check.UNDO_FAILED) and "the driver refused" in why
     assert starts == ["start"] * 3, "before the stock run, before the replay, and after both"
 
@@ -775,30 +776,58 @@ def test_a_wrong_table_write_is_refused_before_the_capture() -> None:
         assert start_recording("cpu", placeholders, non_static_input_idx=[0], model=GENERATED) is not None
 
 
-def test_operators_that_read_or_save_random_state_are_named_and_draws_are_noted_apart() -> None:
+def _seen(*calls: tuple) -> Any:
+    """A :class:`grace.pi.observe.RandomSeen` after noting ``(op, args, kwargs, out)`` calls."""
+    seen = observe.RandomSeen()
+    for op, args, kwargs, out in calls:
+        seen.note(op, args, kwargs, out)
+    return seen
+
+
+def test_draws_reads_and_saved_state_are_noted_apart() -> None:
     aten = torch.ops.aten
     x = torch.zeros(4)
-    for op, args, kwargs in [(aten.add.Tensor, (x, x), {}), (aten.bernoulli_.float, (x, 0.5), {}),
-                             (aten.native_dropout.default, (x, 0.1, True), {})]:
-        assert observe.random_state_use(op, args, kwargs) is None, op
-    assert not observe.draws_random(aten.add.Tensor, (x, x), {})
-    assert observe.draws_random(aten.bernoulli_.float, (x, 0.5), {})
-    assert observe.draws_random(aten.native_dropout.default, (x, 0.1, True), {})
-    assert observe.draws_random(aten.randint.low_out, (0, 9, [2]), {"out": x})  # Inductor's seeds
+    assert not _seen((aten.add.Tensor, (x, x), {}, x)).draws
+    for op, args, kwargs in [(aten.bernoulli_.float, (x, 0.5), {}), (aten.native_dropout.default, (x, 0.1, True), {}),
+                             (aten.randint.low_out, (0, 9, [2]), {"out": x})]:  # the last: Inductor's seeds
+        seen = _seen((op, args, kwargs, x))
+        assert seen.draws and not seen.reads_state and not seen.saved_state, op
     sdpa = aten._scaled_dot_product_efficient_attention.default  # (q, k, v, bias, compute_lse, dropout_p=0.)
+    seed, offset = torch.tensor(1), torch.tensor(2)
+    returned = (x, x, seed, offset)
+    storages = {seed.untyped_storage().data_ptr(), offset.untyped_storage().data_ptr()}
     for args, kwargs in [((x, x, x, None, True), {}), ((x, x, x, None, True, 0.0), {})]:
-        assert observe.random_state_use(sdpa, args, kwargs) is None
-        assert not observe.draws_random(sdpa, args, kwargs), "attention without dropout draws nothing"
-    dropping = ((x, x, x, None, True), {"dropout_p": 0.1})
-    assert "saves random-number state" in observe.random_state_use(sdpa, *dropping)
-    assert observe.draws_random(sdpa, *dropping)
+        seen = _seen((sdpa, args, kwargs, returned))
+        assert not seen.draws, "attention without dropout draws nothing"
+        assert seen.unused_state == storages and not seen.saved_state
+    seen = _seen((sdpa, (x, x, x, None, True), {"dropout_p": 0.1}, returned))
+    assert seen.draws and seen.saved_state == storages and not seen.unused_state and not seen.reads_state
     backward = aten._scaled_dot_product_flash_attention_backward.default
     names = [a.name for a in backward._schema.arguments]
     args = [x] * len(names)
     args[names.index("dropout_p")] = 0.1
-    assert "reads random-number state" in observe.random_state_use(backward, tuple(args), {})
+    seen = _seen((backward, tuple(args), {}, (x, x, x)))
+    assert seen.reads_state and not seen.draws
     args[names.index("dropout_p")] = 0.0
-    assert observe.random_state_use(backward, tuple(args), {}) is None
+    assert not _seen((backward, tuple(args), {}, (x, x, x))).reads_state
+    frozen = _seen((sdpa, (x, x, x, None, True), {"dropout_p": 0.1}, returned)).frozen()
+    assert frozen.draws and frozen.saved_state == frozenset(storages) and isinstance(frozen.unused_state, frozenset)
+
+
+def test_saved_state_arguments_go_to_the_host_and_nothing_else() -> None:
+    from grace.random_state import with_state_on_host
+
+    backward = torch.ops.aten._scaled_dot_product_efficient_attention_backward.default
+    names = [a.name for a in backward._schema.arguments]
+    args = list(range(len(names)))
+    moved, kwargs = with_state_on_host(backward, args, {}, lambda v: ("host", v))
+    assert [names[k] for k, v in enumerate(moved) if isinstance(v, tuple)] == ["philox_seed", "philox_offset"]
+    assert [v for v in moved if not isinstance(v, tuple)] == [k for k in args if names[k] not in
+                                                               ("philox_seed", "philox_offset")]
+    short = args[:names.index("philox_seed")]
+    moved, kwargs = with_state_on_host(backward, short, {"philox_seed": 1, "philox_offset": 2, "scale": 3},
+                                       lambda v: ("host", v))
+    assert moved == short and kwargs == {"philox_seed": ("host", 1), "philox_offset": ("host", 2), "scale": 3}
 
 
 def _attention_like() -> Any:
@@ -815,16 +844,16 @@ def _attention_like() -> Any:
     return torch.ops.grace_test.attention.default
 
 
-def test_random_state_an_operator_returns_without_drawing_is_noted_as_unused() -> None:
+def test_the_watch_notes_random_state_an_operator_returns(built) -> None:
     op = _attention_like()
-    q = torch.ones(4)
-    out = op(q, 0.0)
-    assert observe.unused_random_state(op, (q, 0.0), {}, out) == [out[1].untyped_storage().data_ptr(),
-                                                                  out[2].untyped_storage().data_ptr()]
-    dropping = op(q, 0.1)
-    assert observe.unused_random_state(op, (q, 0.1), {}, dropping) == []
-    assert "saves random-number state" in observe.random_state_use(op, (q, 0.1), {})
-    assert observe.unused_random_state(torch.ops.aten.add.Tensor, (q, q), {}, q + q) == []
+    rec, _, _ = _recorded(built, through_table=True)
+    with rec.active():
+        quiet = op(torch.ones(4), 0.0)
+        dropping = op(torch.ones(4), 0.1)
+    assert rec.random.unused_state == {quiet[1].untyped_storage().data_ptr(), quiet[2].untyped_storage().data_ptr()}
+    assert rec.random.saved_state == {dropping[1].untyped_storage().data_ptr(),
+                                      dropping[2].untyped_storage().data_ptr()}
+    assert rec.unverifiable is None, "saving random-number state no longer keeps a graph unchecked"
 
 
 @pytest.mark.parametrize("noted", [True, False])
@@ -838,7 +867,7 @@ def test_the_check_leaves_out_random_state_returned_without_drawing(built, noted
         captured_outputs = op(torch.ones(4), 0.0)
     seed = captured_outputs[1]
     if not noted:
-        rec.unused_state.clear()
+        rec.random.unused_state.clear()
     seed.fill_(5)  # what the graph left there, which the stock run does not return
 
     def model(args: list[Any]) -> list[torch.Tensor]:
@@ -876,32 +905,63 @@ def test_the_generator_fork_puts_the_state_back_and_is_inert_off_cuda(monkeypatc
     assert states == []
 
 
-@pytest.mark.parametrize("strategy", [PTX, EXEC_UPDATE])
-def test_a_graph_seen_reading_random_state_is_not_run_outside_its_capture(built, strategy: str) -> None:
-    """Attention's backward with dropout reads the philox seed its forward saved (a device
-    tensor after a captured forward, read on the host outside one): noted, not run. Its kernel
-    has no CPU implementation; the watch notes the operator before it runs."""
-    import grace.config
+def test_a_graph_seen_reading_random_state_runs_its_stock_side_with_that_state_on_the_host(built, monkeypatch) -> None:
+    """Attention's backward with dropout reads the philox seed its forward saved (a device tensor
+    after a captured forward, read on the host outside one): noted during the capture, and the
+    check's stock run happens under :func:`grace.random_state.host_random_state`; a graph that
+    reads none runs without it."""
+    import contextlib
 
-    placeholder = torch.randn(64)
-    with grace.config.patch(pi_strategy=strategy):
-        rec = start_recording("cpu", [placeholder], non_static_input_idx=[0], model=GENERATED)
+    from grace.pi import check
+
     backward = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
     by_type = {"Tensor": torch.ones(8), "int": 8, "float": 0.1, "bool": False, "Optional[float]": None}
     args = [by_type[str(a.type)] for a in backward._schema.arguments if not a.kwarg_only]  # dropout_p 0.1
-    with rec.active():
-        torch.ops.aten.native_dropout.default(torch.ones(8), 0.5, True)
-        assert rec.unverifiable is None and rec.draws_random, "a draw is noted, and checkable"
-        with pytest.raises(Exception):
-            backward(*args)
-    assert rec.unverifiable is not None and "reads random-number state" in rec.unverifiable
-    from grace.pi import finish
-    from grace.pi.check import Captured
+    seen = observe.RandomSeen()
+    seen.note(backward, tuple(args), {}, (torch.ones(8),) * 3)  # its kernel has no CPU implementation
+    assert seen.reads_state
 
-    ran = []
-    captured = Captured(None, "graph 1", rec.device, [], lambda args: ran.append(args), [placeholder], [])
-    why = finish.why_untrusted(rec, captured, None, None, [])
-    assert why is not None and "outside its capture" in why and not ran
+    modes: list[str] = []
+
+    @contextlib.contextmanager
+    def host_state() -> Any:
+        modes.append("enter")
+        yield
+        modes.append("exit")
+
+    monkeypatch.setattr(check, "host_random_state", host_state)
+    for reads in (True, False):
+        modes.clear()
+        rec, node, placeholder = _recorded(built, through_table=True)
+        rec.random.reads_state = reads
+
+        def model(args: list[Any]) -> list[torch.Tensor]:
+            modes.append("stock run")
+            return stock_model(args)
+
+        finished = _finish(rec, [], "graph 12", node, [node.out], model, [placeholder])
+        assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
+        assert modes == (["enter", "stock run", "exit"] if reads else ["stock run"])
+
+
+@pytest.mark.parametrize("host_value, why", [(7, None), (8, "output 1")])
+def test_saved_state_is_compared_on_the_host(built, host_value: int, why: str | None) -> None:
+    """Attention with dropout saves its seed on the device in the graph and on the host in the
+    stock run: the check compares the two on the host, and a different value fails it."""
+    op = _attention_like()
+    rec, node, placeholder = _recorded(built, through_table=True)
+    with rec.active():
+        saved = op(torch.ones(4), 0.1)[1]  # 7
+    assert saved.untyped_storage().data_ptr() in rec.random.saved_state
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        return [*stock_model(args), torch.tensor(host_value)]
+
+    finished = _finish(rec, [], "graph 13", node, [node.out, saved], model, [placeholder])
+    if why is None:
+        assert finished.rerecord is None
+    else:
+        assert why in finished.rerecord and "elements differ" in finished.rerecord
 
 
 def test_a_higher_order_operator_makes_the_graph_unverifiable_without_raising(built) -> None:

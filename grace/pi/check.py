@@ -9,6 +9,7 @@ touched: the tree's first replay (or a second, stock capture) sees the inputs as
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from grace import trees
 from grace.log import get_logger
 from grace.pi.plan import GraphPlan
+from grace.random_state import host_random_state
 
 log = get_logger("grace.pi")
 
@@ -36,25 +38,46 @@ class Captured:
     mutated_input_idxs: Sequence[int]
 
 
+@dataclass(frozen=True)
+class RandomUse:
+    """What the capture's watch saw of random numbers, which the check must honour.
+
+    ``draws``: an operator drew from the device generator; both sides run from one generator
+    state (:class:`GeneratorFork`). ``reads_state``: an operator read saved random-number state
+    (attention's backward with dropout); the stock side runs under
+    :func:`grace.random_state.host_random_state`. ``saved_state``: storages (``data_ptr``) of
+    state an operator saved while drawing (attention's forward with dropout), on the device in
+    the graph and on the host in the stock run: compared on the host. ``unused_state``: storages
+    of state an operator returned without drawing (attention without dropout), which nothing
+    reads: not compared."""
+
+    draws: bool = False
+    reads_state: bool = False
+    saved_state: frozenset[int] = frozenset()
+    unused_state: frozenset[int] = frozenset()
+
+
+NO_RANDOM = RandomUse()
+
+
 def validate(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
-             placeholder_indices: Iterable[int], unverifiable: str | None, draws_random: bool, *,
-             unused_state: Collection[int] = ()) -> str | None:
+             placeholder_indices: Iterable[int], unverifiable: str | None,
+             random: RandomUse = NO_RANDOM) -> str | None:
     """:func:`compare`, then the check's memory given back to the device.
 
     The check holds a snapshot and a moved copy of every indirected input, and the stock
     run's outputs: for DR-I, three times its 6.5 GB input. Left cached by the allocator,
     that would stay reserved for the life of the process, beside the graph's own pool.
     """
-    why = compare(captured, plan, pointers, placeholder_ptrs, placeholder_indices, unverifiable, draws_random,
-                  unused_state=unused_state)
+    why = compare(captured, plan, pointers, placeholder_ptrs, placeholder_indices, unverifiable, random)
     if captured.device.type == "cuda":
         log.debug("PI: the check's copies released %.1f MB", trees.release_cached_memory(captured.device) / 1e6)
     return why
 
 
 def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
-            placeholder_indices: Iterable[int], unverifiable: str | None, draws_random: bool, *,
-            unused_state: Collection[int] = ()) -> str | None:
+            placeholder_indices: Iterable[int], unverifiable: str | None,
+            random: RandomUse = NO_RANDOM) -> str | None:
     """Check the recorded graph against ``captured.model`` run with stock kernels; None if they agree.
 
     The reference is ``model`` (outside any capture, so every launch is stock) on the
@@ -68,16 +91,18 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     tree's first replay reads and updates them as stock would; the placeholders get their
     bytes back and the pointers their placeholders' addresses before that replay.
 
-    A graph that ``draws_random`` (dropout, Inductor's seeds) runs both sides from the device
-    generator's state as it was (:class:`GeneratorFork`): a replay draws from the generator's
-    state at its launch what the same launches draw eagerly from it, so the two sides draw the
-    same numbers, and the generator is left where it was, for the tree's first replay to advance
-    as stock's does. A graph that reads or saves random-number state
-    (:func:`grace.pi.observe.random_state_use`) is not run outside its capture: ``unverifiable``
-    says why, and that counts as failing. Random-number state an operator returned without
-    drawing any (``unused_state``, the storages :func:`grace.pi.observe.unused_random_state`
-    noted during the capture: attention without dropout) is left out of the comparison: nothing
-    reads it, and outside a capture it is returned on the host.
+    Random numbers (``random``, what the capture's watch saw): a graph that draws them (dropout,
+    Inductor's seeds) runs both sides from the device generator's state as it was
+    (:class:`GeneratorFork`): a replay draws from the generator's state at its launch what the
+    same launches draw eagerly from it, so the two sides draw the same numbers, and the
+    generator is left where it was, for the tree's first replay to advance as stock's does. A
+    graph that reads saved random-number state (attention's backward with dropout, handed the
+    device seed a captured forward saved) runs its stock side with host copies of that state
+    (:func:`grace.random_state.host_random_state`), as it would after an eager forward. State a
+    forward saves is on the device in the graph and on the host in the stock run: it is
+    compared on the host. State returned without drawing any (attention without dropout) is
+    left out: nothing reads it. A graph that ``unverifiable`` names (a higher-order operator,
+    a generator among its inputs) is not run outside its capture, and that counts as failing.
     """
     import torch
 
@@ -88,7 +113,7 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     mutated = [i for i in captured.mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]
     saved = before = StorageSnapshot({})
     try:
-        generator = GeneratorFork(captured.device if draws_random else None)
+        generator = GeneratorFork(captured.device if random.draws else None)
     except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
         return f"the generator's state could not be read ({type(e).__name__}: {e})"
     try:
@@ -111,8 +136,11 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
         # beside the recorded graph's own copy of it).
         arg_storages = {a.untyped_storage()._cdata for a in reference_args if isinstance(a, torch.Tensor)}
         generator.start()
+        with host_random_state() if random.reads_state else contextlib.nullcontext():
+            returned = model(reference_args)
         expected = [e.clone() if isinstance(e, torch.Tensor) and e.untyped_storage()._cdata in arg_storages
-                    else e for e in model(reference_args)]
+                    else e for e in returned]
+        del returned
         reference_mutated = {i: t.clone() for i, t in written.items()}
         del reference_args, written
         saved.put_back()
@@ -126,9 +154,9 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
         pointers.fill(ptrs)
         generator.start()
         node.graph.replay()
-        unused = {k for k, o in enumerate(outputs)
-                  if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in unused_state}
-        why = first_difference(outputs, expected, skip=unused) or first_difference(
+        storages = [o.untyped_storage().data_ptr() if isinstance(o, torch.Tensor) else None for o in outputs]
+        why = first_difference(outputs, expected, skip={k for k, p in enumerate(storages) if p in random.unused_state},
+                               on_host={k for k, p in enumerate(storages) if p in random.saved_state}) or first_difference(
             [inputs[i] for i in mutated], [reference_mutated[i] for i in mutated], what="mutated input")
     except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
         return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
@@ -220,9 +248,11 @@ def overwrite(t: Any) -> None:
 
 
 def first_difference(outputs: Sequence[Any], expected: Sequence[Any], what: str = "output",
-                      chunk: int = 1 << 26, skip: Collection[int] = ()) -> str | None:
+                      chunk: int = 1 << 26, skip: Collection[int] = (), on_host: Collection[int] = ()) -> str | None:
     """None if every tensor but those at ``skip`` matches the stock run's, else the first
-    difference, described. Tensors of no elements match when their shapes and dtypes do.
+    difference, described. Those at ``on_host`` (random-number state, on the device on one side
+    and on the host on the other) are compared as host copies. Tensors of no elements match
+    when their shapes and dtypes do.
 
     Tensors are compared ``chunk`` elements (or the rows that hold them) at a time: ``allclose``
     makes several temporaries of its operands' size, which for DR-I's 6.5 GB output would not fit
@@ -240,6 +270,8 @@ def first_difference(outputs: Sequence[Any], expected: Sequence[Any], what: str 
             return f"{what} {k}: {tuple(o.shape)} {o.dtype} against {tuple(e.shape)} {e.dtype}"
         if o.numel() == 0:
             continue
+        if k in on_host:
+            o, e = o.cpu(), e.cpu()
         for start, (a, b) in _row_chunks(o, e, chunk):
             if a.is_floating_point() or a.is_complex():
                 if torch.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):

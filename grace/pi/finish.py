@@ -171,8 +171,8 @@ def scan_kept_graph(rec: Recording, node: Any) -> tuple[Any, GraphPlan, list[Any
 def why_untrusted(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,
                   placeholder_ptrs: list[int]) -> str | None:
     """Why the graph is not to be trusted as planned, or None: the check of :mod:`grace.pi.check`,
-    told why this graph cannot be run outside its capture, if it cannot, and whether it draws
-    random numbers."""
+    told why this graph cannot be run outside its capture, if it cannot, and what its capture
+    saw of random numbers."""
     if rec.has_rng:
         unverifiable = RNG_UNCHECKABLE
     elif rec.unverifiable is not None:  # run outside the capture it could differ, or crash
@@ -180,8 +180,7 @@ def why_untrusted(rec: Recording, captured: Captured, plan: GraphPlan, pointers:
     else:
         unverifiable = None
     return check.validate(captured, plan, pointers, placeholder_ptrs,
-                          [t.input_index for t in rec.tracked.values()], unverifiable, rec.draws_random,
-                          unused_state=rec.unused_state)
+                          [t.input_index for t in rec.tracked.values()], unverifiable, rec.random_use())
 
 
 def deploy(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,

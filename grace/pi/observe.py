@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grace.log import get_logger
-from grace.pi.check import Captured
+from grace.pi.check import Captured, RandomUse
 from grace.pi.finish import FINISHERS, Finished
 from grace.pi.guard import InputLayout
 from grace.pi.launch_args import Owner, SlotRequest, runtime_arg_names, slot_requests
@@ -40,14 +40,13 @@ class Recording:
     blocked: dict[int, list[str]] = field(default_factory=dict)  # input index -> why it keeps its copy
     has_rng: bool = False  # a generator among the inputs: replays advance its state
     strategy: str = PTX
-    # why the graph must not run outside its capture for the check: an operator seen reading or
-    # saving random-number state, or a higher-order operator the watch does not see into
+    # why the graph must not run outside its capture for the check: a higher-order operator the
+    # watch does not see into
     unverifiable: str | None = None
-    # an operator seen drawing random numbers: the check runs both sides from one generator state
-    draws_random: bool = False
-    # storages (data_ptr) of random-number state returned by an operator that drew none (attention
-    # without dropout): no backward reads it, and it is not compared by the check
-    unused_state: set[int] = field(default_factory=set)
+    random: RandomSeen = field(default_factory=lambda: RandomSeen())  # what the check must honour
+
+    def random_use(self) -> RandomUse:
+        return self.random.frozen()
 
     @property
     def keeps_graph(self) -> bool:
@@ -179,8 +178,8 @@ class Warmup:
     A Triton launch whose pointer argument is one of the function's non-static inputs (by
     storage identity; not an input that a previous graph's output holds) will read a
     placeholder when the function records, so under strategy "ptx" its variant is compiled
-    now. An operator that reads or saves random-number state, or a higher-order operator
-    (:class:`_OperatorWatch`), makes the graph one that PI's check cannot run; seen here, the
+    now. A higher-order operator (:class:`_OperatorWatch`) makes the graph one that PI's check
+    cannot run; seen here, the
     recording captures it stock at once (:func:`grace.pi.tree_hook.record`) instead of capturing it with PI first
     and again stock after. Launches and operators run stock.
     """
@@ -188,8 +187,7 @@ class Warmup:
     inputs: dict[int, int]  # storage cdata -> input index (strategy "ptx" only)
     model: Any  # the function warmed up, which carries the verdict to its recordings
     unverifiable: str | None = None  # the first operator seen that PI's check could not run
-    draws_random: bool = False  # seen, not a verdict: the check of such a graph forks the generator
-    unused_state: set[int] = field(default_factory=set)  # as a recording's; a warm-up has no check to skip them in
+    random: RandomSeen = field(default_factory=lambda: RandomSeen())  # seen, not a verdict: the capture's counts
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -239,10 +237,10 @@ def unverifiable_at_warmup(model: Any) -> str | None:
 class _OperatorWatch:
     """A dispatch mode over a capture (or a warm-up) that notes every non-view ATen operator
     handed a placeholder (with ``placeholders``), the first operator that makes the graph
-    unverifiable: one that reads or saves random-number state, or a higher-order operator, which
-    this mode does not see into (it runs as it would without the mode); and whether any
-    operator draws random numbers. ``recording`` is a :class:`Recording`, or a :class:`Warmup`
-    without ``placeholders``: what it sets is their ``unverifiable`` and ``draws_random``."""
+    unverifiable: a higher-order operator, which this mode does not see into (it runs as it
+    would without the mode); and what operators do with random numbers (:class:`RandomSeen`).
+    ``recording`` is a :class:`Recording`, or a :class:`Warmup` without ``placeholders``: what
+    it sets is their ``unverifiable`` and ``random``."""
 
     def __init__(self, recording: Recording | Warmup, placeholders: bool) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -266,12 +264,8 @@ class _OperatorWatch:
                         t = rec.owner_of(leaf)
                         if t is not None:
                             rec.block(t.input_index, f"read by {func}")
-                if rec.unverifiable is None:
-                    rec.unverifiable = random_state_use(func, args, kwargs)
-                if not rec.draws_random:
-                    rec.draws_random = draws_random(func, args, kwargs)
                 out = func(*args, **kwargs)
-                rec.unused_state.update(unused_random_state(func, args, kwargs, out))
+                rec.random.note(func, args, kwargs, out)
                 return out
 
         self._mode = Mode()
@@ -283,50 +277,47 @@ class _OperatorWatch:
         self._mode.__exit__(*exc)
 
 
-def random_state_use(func: Any, args: Sequence[Any], kwargs: dict) -> str | None:
-    """Why running ``func`` outside the capture could crash, or could not be compared with the
-    captured graph, or None.
+@dataclass
+class RandomSeen:
+    """What a watched run's operators did with random numbers, noted as they run; the check of
+    :mod:`grace.pi.check` honours it (:meth:`frozen`, a :class:`grace.pi.check.RandomUse`).
 
-    An operator that reads random-number state (the philox seed and offset that flash and
-    memory-efficient attention save for their backward) reads, after a captured forward, device
-    tensors that it dereferences on the host when not capturing: run outside the capture it
-    would read device memory from the host and crash the process (a training backward with such
-    attention). The forward that saves that state returns it on the host outside a capture and
-    on the device inside one, so its outputs cannot be compared either. Attention without
-    dropout draws and saves nothing.
+    - An operator that draws from the device's generator (dropout, Inductor's seeds; attention
+      with dropout): run outside the capture from the generator state a replay starts from, it
+      draws what the graph draws (CUDA graphs advance the generator as the same launches would,
+      eagerly), so the check forks the generator.
+    - An operator that reads saved random-number state (attention's backward with dropout,
+      handed the philox seed and offset its captured forward saved on the device): outside a
+      capture it takes them for host values and would read device memory from the host, so the
+      check's stock side gets host copies (:func:`grace.random_state.host_random_state`).
+    - The state an operator returns: on the device inside a capture, on the host outside one.
+      Saved while drawing, the check compares it on the host; returned without drawing
+      (attention without dropout), nothing reads it and the check leaves it out.
     """
-    if _dropout_off(func, args, kwargs):
-        return None
-    if schema_reads_random_state(func._schema):
-        return f"{func} reads random-number state"
-    if any("philox" in r.name or "rng_state" in r.name for r in func._schema.returns):
-        return f"{func} saves random-number state"
-    return None
 
+    draws: bool = False
+    reads_state: bool = False
+    saved_state: set[int] = field(default_factory=set)  # storages (data_ptr) of state saved while drawing
+    unused_state: set[int] = field(default_factory=set)  # storages of state returned without drawing
 
-def unused_random_state(func: Any, args: Sequence[Any], kwargs: dict, out: Any) -> list[int]:
-    """The storages (``data_ptr``) of the random-number state ``func`` returned in ``out``
-    without drawing any: attention without dropout still returns a philox seed and offset, which
-    nothing reads (its backward, without dropout, ignores them). Run outside a capture it returns
-    them on the host, inside one on the device, so the check leaves them out of its comparison."""
-    import torch
+    def note(self, func: Any, args: Sequence[Any], kwargs: dict, out: Any) -> None:
+        """Note what ``func``, called with ``args`` and ``kwargs``, did; ``out`` is what it returned."""
+        import torch
 
-    indices = random_state_returns(func._schema)
-    if not indices or not _dropout_off(func, args, kwargs):
-        return []
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return [outs[k].untyped_storage().data_ptr() for k in indices
-            if k < len(outs) and isinstance(outs[k], torch.Tensor) and outs[k].numel() > 0]
+        drawing = not _dropout_off(func, args, kwargs)
+        if drawing and torch.Tag.nondeterministic_seeded in func.tags:
+            self.draws = True
+        if drawing and schema_reads_random_state(func._schema):
+            self.reads_state = True
+        indices = random_state_returns(func._schema)
+        if indices:
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            storages = [outs[k].untyped_storage().data_ptr() for k in indices
+                        if k < len(outs) and isinstance(outs[k], torch.Tensor) and outs[k].numel() > 0]
+            (self.saved_state if drawing else self.unused_state).update(storages)
 
-
-def draws_random(func: Any, args: Sequence[Any], kwargs: dict) -> bool:
-    """Whether ``func`` draws random numbers from the device's generator (dropout, Inductor's
-    seeds). Run outside the capture from the generator state a replay starts from, it draws what
-    the graph draws (CUDA graphs advance the generator as the same launches would, eagerly), so
-    such a graph is checked with the generator forked (:func:`grace.pi.check.compare`)."""
-    import torch
-
-    return not _dropout_off(func, args, kwargs) and torch.Tag.nondeterministic_seeded in func.tags
+    def frozen(self) -> RandomUse:
+        return RandomUse(self.draws, self.reads_state, frozenset(self.saved_state), frozenset(self.unused_state))
 
 
 def _dropout_off(func: Any, args: Sequence[Any], kwargs: dict) -> bool:

@@ -33,12 +33,11 @@ instead of copying their bytes. Three moments, each a call from the patch
 3. After the capture, :meth:`grace.pi.observe.Recording.finish` hands the recording to its strategy's finisher
    (:mod:`grace.pi.finish`), which decides per input (:func:`grace.pi.plan.plan_graph`)
    and checks the graph against the recorded function run with stock kernels, replaying it
-   with the indirected inputs moved and their placeholders overwritten. If they differ, or the
-   check cannot run (a graph that reads random-number state a captured forward saved, such as
-   attention's philox seed, must not run outside a capture, and the forward that saves it returns
-   it elsewhere outside one: the dispatch mode notes both, :func:`grace.pi.observe.random_state_use`;
-   a graph that draws random numbers is checked with the generator forked), the graph is not
-   trusted: :func:`record` captures it again with PI off, exactly as stock PyTorch would, and the log
+   with the indirected inputs moved and their placeholders overwritten (random numbers as the
+   dispatch mode saw them used, :class:`grace.pi.observe.RandomSeen`: drawn from a forked
+   generator, saved state compared on the host, read state handed over as host copies). If they
+   differ, or the check cannot run (a higher-order operator, which the mode does not see into),
+   the graph is not trusted: :func:`record` captures it again with PI off, exactly as stock PyTorch would, and the log
    says why. Inputs the graph mutates are compared too, and put back. Otherwise the node gets its
    :class:`grace.pi.replay.PIReplay` (an input keeps its copy if an output aliases it, if the graph mutates
    it, or if a launch that read it could not be redirected). The table is filled with the

@@ -3,7 +3,10 @@
 Diagnostic for DGPT2 and MT5 training: with PI on, their forward graph once failed its
 capture-time check (dropout draws other numbers in the check's run) and was recorded again
 stock, and the worker then died with SIGSEGV while recording the next graph.
-Each case runs in its own process, so a crash is reported as an exit status, not lost:
+Each step runs the compiled model and an eager copy from the same seed and prints whether the
+loss and every gradient agree (``equal to eager`` or what differs): with Inductor's
+``fallback_random`` the compiled step draws eager's masks. Each case runs in its own process, so
+a crash is reported as an exit status, not lost:
 
     python scripts/probes/rng_training.py            # every case, one line each
     python scripts/probes/rng_training.py --case NAME  # one case, in this process
@@ -54,16 +57,28 @@ def run_case(case: str) -> int:
                 h = h + a.transpose(1, 2).flatten(-2)
             return torch.nn.functional.cross_entropy(self.proj(h).flatten(0, 1), ids.flatten())
 
+    import copy
+
     torch.manual_seed(0)
     model = Model().cuda().train()
+    reference = copy.deepcopy(model)
     compiled = torch.compile(model, mode="reduce-overhead")
     for step in range(5):
         ids = torch.randint(0, 1000, (8, 32), device="cuda")
         model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+        torch.manual_seed(100 + step)
         loss = compiled(ids)
         loss.backward()
+        torch.manual_seed(100 + step)
+        expected = reference(ids)
+        expected.backward()
         torch.cuda.synchronize()
-        print(f"{case}: step {step} loss {loss.item():.4f}", flush=True)
+        differ = [] if torch.allclose(loss, expected, rtol=1e-4, atol=1e-4) else [f"loss {expected.item():.6f} in eager"]
+        differ += [f"{name}.grad" for (name, p), q in zip(model.named_parameters(), reference.parameters())
+                   if not torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-4)]
+        verdict = "equal to eager" if not differ else "differs from eager: " + ", ".join(differ)
+        print(f"{case}: step {step} loss {loss.item():.4f}, {verdict}", flush=True)
     return 0
 
 
