@@ -80,6 +80,12 @@ stale_outputs_raise: bool = Config(default=True, env_name_default="GRACE_STALE_O
 # .grad to None.
 copy_grads: bool = Config(default=True, env_name_default="GRACE_COPY_GRADS")
 
+# With any switch on: a function that mutates a non-static input, which stock leaves without a
+# graph ("skipping cudagraphs due to mutated inputs"), gets one; the input is copied in as stock
+# copies every non-static input, and the graph's write is copied back into the caller's tensor
+# after each replay (grace.mutated_inputs). Off by default until its GPU tests have run.
+mutated_inputs: bool = Config(default=False, env_name_default="GRACE_MUTATED_INPUTS")
+
 # Inductor autotunes each Triton kernel only among configurations whose compiled form does not
 # load a pointer it also stores in another layout; where every one does, among the same ones
 # compiled with a barrier before the racy stores, else race-free variants of them

@@ -86,6 +86,10 @@ def report() -> tuple[list[str], bool]:
         grads = "copied before the next call" if copies_grads() else "left on the graph's memory (stock)"
         lines.append(f"safety     stale-output guard {guard}; race-free kernel configurations {kernels}; "
                      f"adopted gradients {grads}")
+        from grace.mutated_inputs import enabled as mutations_copied
+
+        lines.append("coverage   functions mutating copied inputs: "
+                     + ("recorded, mutations copied back" if mutations_copied() else "left without a graph (stock)"))
         from grace.option_values import PRELUDE, problems
 
         refused = problems()

@@ -52,6 +52,7 @@ def test_every_grace_configuration_sets_lean_replay_itself_and_its_lean_twin_dif
     assert {"cgct", "pi-ptx", "pi-prelude", "pi-exec-update", "scg", "all", "all-free"} <= set(upstream.RUN_BY_DEFAULT)
     assert configurations["all-lean-copy"] == {**configurations["all-lean"], "GRACE_COPY_GRADS": "1"}
     assert "all-lean-copy" in upstream.RUN_BY_DEFAULT, "GraCE's defaults"
+    assert configurations["all-mut-lean-copy"] == {**configurations["all-lean-copy"], "GRACE_MUTATED_INPUTS": "1"}
 
 
 def test_list_prints_what_a_run_covers_by_default_and_list_all_every_configuration(

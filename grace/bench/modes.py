@@ -31,7 +31,7 @@ class Mode:
 
 
 def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool | None = None,
-           guard: bool = True, copy_grads: bool = True) -> dict[str, str]:
+           guard: bool = True, copy_grads: bool = True, mutated_inputs: bool = False) -> dict[str, str]:
     flag = {True: "1", False: "0"}
     env = {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
            "GRACE_PI_STRATEGY": pi_strategy}
@@ -43,6 +43,8 @@ def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool |
         env["GRACE_STALE_OUTPUTS_RAISE"] = "0"
     if not copy_grads:
         env["GRACE_COPY_GRADS"] = "0"
+    if mutated_inputs:
+        env["GRACE_MUTATED_INPUTS"] = "1"
     return env
 
 
@@ -69,6 +71,10 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     # training workloads interleaved with GraCE in one run
     Mode("grace-no-copy-grads", "GraCE, gradients not copied", "reduce-overhead",
          env=_grace(True, True, True, copy_grads=False)),
+    # GraCE with graphs for functions that mutate the inputs the tree copies
+    # (grace.config.mutated_inputs, off by default until measured): TKE's rows
+    Mode("grace-mutated-inputs", "GraCE, mutated inputs copied back", "reduce-overhead",
+         env=_grace(True, True, True, mutated_inputs=True)),
 )}
 
 # The paper's Figures 10 and 11 (and Figure 11's fourth bar, lean replay).

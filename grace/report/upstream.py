@@ -63,6 +63,10 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     # GraCE's defaults with SCG forced to record, and exactly as a user gets them (SCG deciding)
     "all-lean-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1"},
     "all-free-lean-copy": {**_BASE["all-free"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1"},
+    # and with functions that mutate copied inputs recorded (grace.config.mutated_inputs, off by
+    # default): upstream's tests that expect such functions skipped fail here by design
+    "all-mut-lean-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1",
+                          "GRACE_MUTATED_INPUTS": "1"},
 }
 
 # What a run covers unless told otherwise: stock, each optimization alone, all of them (SCG forced,

@@ -1,0 +1,125 @@
+"""CUDA graphs for functions that mutate their inputs: the mutated inputs copied back after each replay.
+
+Design note
+-----------
+Stock CUDA graph trees give no graph to a function that mutates an input that is neither static
+(a parameter or buffer) nor a tensor an earlier graph of the tree recorded ("skipping cudagraphs
+due to mutated inputs"): the graph would write the placeholder the tree copied the input into,
+and the caller's tensor would never see the write. TKE (pyhpc's turbulent kinetic energy), which
+updates its arrays in place, runs without a graph under stock. With ``grace.config.mutated_inputs``
+the tree records such a function and keeps the caller's tensor as eager leaves it: the input is
+copied in, as stock copies every non-static input, the graph writes the placeholder, and after
+the replay the placeholder is copied back into the caller's tensor. Invariants:
+
+1. Only a mutation of a non-static input that the tree copies (``non_static_input_idx``) is
+   copied back; one of a static input or of an earlier graph's output lands in place, as in
+   stock. The copy back is one ``torch._foreach_copy_`` on the replay's stream, after the
+   replay and before the call returns, so the caller's tensor holds the mutation before any
+   later work on that stream reads it.
+2. The node holds the caller's tensors of those inputs from the start of the call to the copy
+   back, and no longer: the tree clears its list of inputs before the replay, and a held
+   tensor would count as live to nothing but this call.
+3. The recording: the capture does not run, and ``CUDAGraphNode.__init__`` replays once at its
+   end on the recording inputs; the caller's tensors, held from before the recording inputs are
+   allocated, get the placeholders' bytes after that replay. A warm-up runs the function
+   eagerly on the caller's tensors: nothing to copy.
+4. Only where the copy back is exact does the tree record (:func:`copies_back`, once per node
+   and function, as stock's own mutation check): every such input is a tensor with no
+   expanded (stride 0) dimension, and shares no memory with another tensor input. Dynamo's
+   guards keep the inputs' aliasing as it was when the function was compiled, and AOTAutograd
+   merges aliased inputs of which one is mutated into one base; where an overlap shows all the
+   same, the function keeps stock's refusal, and the log says why.
+5. Off (``grace.config.mutated_inputs`` false, the default, or no switch on) the tree refuses
+   such functions as stock does, and nodes carry no copy back (``grace_copy_back`` None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+import torch
+
+from grace.log import get_logger
+
+_log = get_logger("grace.mutated_inputs")
+
+
+def enabled() -> bool:
+    """Whether functions that mutate non-static inputs get graphs (invariant 5)."""
+    from grace import config
+    from grace.trees import hardened
+
+    return bool(config.mutated_inputs) and hardened()
+
+
+def copied_mutations(mutated_input_idxs: Sequence[int], static_input_idxs: Sequence[int], inputs: Sequence[Any],
+                     is_recorded: Callable[[Any], bool]) -> list[int]:
+    """The mutated inputs the tree would copy in: neither static nor recorded by an earlier graph
+    (the ones stock's ``check_for_mutation`` refuses under trees)."""
+    static = set(static_input_idxs)
+    return [i for i in mutated_input_idxs if i not in static and not is_recorded(inputs[i])]
+
+
+def why_not_copied_back(indices: Sequence[int], inputs: Sequence[Any]) -> Optional[str]:
+    """Why the mutations of ``indices`` cannot be copied back exactly (invariant 4), or None."""
+    spans: list[tuple[int, int, int]] = []  # (start, end, index) of every tensor input's bytes
+    for k, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.numel() > 0:
+            start = x.untyped_storage().data_ptr()
+            spans.append((start, start + x.untyped_storage().nbytes(), k))
+    for i in indices:
+        x = inputs[i]
+        if not isinstance(x, torch.Tensor):
+            return f"input {i} is mutated and is not a tensor"
+        if any(s == 0 and n > 1 for s, n in zip(x.stride(), x.shape)):
+            return f"input {i} is mutated and has an expanded (stride 0) dimension"
+        if x.numel() == 0:
+            continue
+        start = x.untyped_storage().data_ptr()
+        end = start + x.untyped_storage().nbytes()
+        for s, e, k in spans:
+            if k != i and s < end and start < e:
+                return f"input {i} is mutated and shares memory with input {k}"
+    return None
+
+
+def copies_back(func: Any, inputs: Sequence[Any], is_recorded: Callable[[Any], bool]) -> bool:
+    """Whether the tree may record ``func`` (a ``WrappedFunction``) although it mutates inputs it
+    copies: on, and every such mutation can be copied back exactly (invariant 4)."""
+    if not enabled():
+        return False
+    indices = copied_mutations(func.mutated_input_idxs, func.static_input_idxs, inputs, is_recorded)
+    why = why_not_copied_back(indices, inputs)
+    if why is not None:
+        _log.info("mutated inputs: a function keeps stock's refusal of its graph: %s", why)
+        return False
+    return True
+
+
+class CopyBack:
+    """A node's mutated inputs that the tree copies: held at a call's start, written back from
+    their placeholders after its replay (invariants 1 to 3)."""
+
+    __slots__ = ("indices",)
+
+    def __init__(self, indices: Sequence[int]) -> None:
+        self.indices = tuple(indices)
+
+    def hold(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
+        """The caller's tensors of the mutated inputs, before the tree clears its list."""
+        return [inputs[i] for i in self.indices]
+
+    def write(self, callers: list[torch.Tensor], placeholders: Sequence[Any]) -> None:
+        """Each placeholder's bytes into its caller's tensor, on the current stream."""
+        torch._foreach_copy_(callers, [placeholders[i] for i in self.indices])
+
+
+def copy_back_for(mutated_input_idxs: Sequence[int], non_static_input_idx: Sequence[int],
+                  inputs: Sequence[Any]) -> Optional[CopyBack]:
+    """The node's :class:`CopyBack` as it records, or None: off, or no mutated input it copies."""
+    if not enabled():
+        return None
+    copied = set(non_static_input_idx)
+    indices = [i for i in mutated_input_idxs if i in copied and isinstance(inputs[i], torch.Tensor)]
+    return CopyBack(indices) if indices else None

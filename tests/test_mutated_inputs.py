@@ -1,0 +1,86 @@
+"""Functions that mutate inputs the tree copies (grace.mutated_inputs): which mutations are copied
+back, which keep stock's refusal, and the copy itself, on the CPU. The GPU tests are
+tests/test_mutated_inputs_cuda.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import grace.config  # noqa: E402
+from grace import mutated_inputs  # noqa: E402
+
+
+def _never_recorded(_: object) -> bool:
+    return False
+
+
+def test_only_mutations_of_inputs_the_tree_copies_are_its_to_copy_back() -> None:
+    recorded = torch.zeros(4)
+    inputs = [torch.zeros(4), torch.zeros(4), recorded, torch.zeros(4)]
+    got = mutated_inputs.copied_mutations([0, 1, 2, 3], static_input_idxs=[1], inputs=inputs,
+                                          is_recorded=lambda t: t is recorded)
+    assert got == [0, 3]
+
+
+def test_what_cannot_be_copied_back_exactly_is_named() -> None:
+    base = torch.zeros(8)
+    assert mutated_inputs.why_not_copied_back([0], [torch.zeros(4), torch.zeros(4)]) is None
+    assert "not a tensor" in mutated_inputs.why_not_copied_back([0], [3, torch.zeros(4)])
+    expanded = torch.zeros(1, 4).expand(3, 4)
+    assert "expanded" in mutated_inputs.why_not_copied_back([0], [expanded])
+    assert "shares memory with input 1" in mutated_inputs.why_not_copied_back([0], [base[:4], base[4:]])
+    assert mutated_inputs.why_not_copied_back([1], [torch.zeros(0), torch.zeros(2)]) is None
+    assert mutated_inputs.why_not_copied_back([0], [torch.zeros(0), torch.zeros(0)]) is None
+
+
+def test_the_tree_records_only_with_the_option_and_a_switch_on(caplog) -> None:
+    func = SimpleNamespace(mutated_input_idxs=[0], static_input_idxs=[])
+    clean = [torch.zeros(4), torch.zeros(4)]
+    base = torch.zeros(8)
+    with grace.config.patch(mutated_inputs=False, cgct=True):
+        assert not mutated_inputs.copies_back(func, clean, _never_recorded), "off by default"
+    with grace.config.patch(mutated_inputs=True, cgct=False, pi=False, scg=False, lean_replay=False):
+        assert not mutated_inputs.copies_back(func, clean, _never_recorded), "every switch off is stock"
+    with grace.config.patch(mutated_inputs=True, cgct=True):
+        assert mutated_inputs.copies_back(func, clean, _never_recorded)
+        with caplog.at_level("INFO", logger="grace.mutated_inputs"):
+            assert not mutated_inputs.copies_back(func, [base[:4], base[4:]], _never_recorded)
+    assert "keeps stock's refusal" in caplog.text and "shares memory" in caplog.text
+
+
+def test_a_node_holds_its_callers_tensors_and_writes_the_placeholders_into_them() -> None:
+    with grace.config.patch(mutated_inputs=True, cgct=True):
+        callers = [torch.zeros(3), 7, torch.zeros(2), torch.zeros(2)]
+        copy_back = mutated_inputs.copy_back_for([0, 1, 3], non_static_input_idx=[0, 1, 2], inputs=callers)
+        assert copy_back is not None and copy_back.indices == (0,), "copied, a tensor, mutated"
+        assert mutated_inputs.copy_back_for([3], non_static_input_idx=[0, 1, 2], inputs=callers) is None
+        held = copy_back.hold(callers)
+        callers.clear()  # as the tree clears its list of inputs before the replay
+        placeholders = [torch.tensor([1.0, 2.0, 3.0]), None, torch.zeros(2), None]
+        copy_back.write(held, placeholders)
+        assert held[0].tolist() == [1.0, 2.0, 3.0]
+    with grace.config.patch(mutated_inputs=False):
+        assert mutated_inputs.copy_back_for([0], [0], [torch.zeros(1)]) is None
+
+
+def test_the_patched_tree_asks_before_refusing_and_copies_back_around_every_replay() -> None:
+    """The call sites of patches/scg/0011 in the overlay's tree (built from the series)."""
+    import inspect
+
+    from grace.patching.overlay import current
+
+    if current() is None:
+        pytest.skip("GraCE's overlay is not built here (run `make setup`)")
+    from torch._inductor import cudagraph_trees as trees
+
+    check = inspect.getsource(trees.CUDAGraphTreeManager._update_non_cudagraph_managed_mutation)
+    assert "copies_back(" in check
+    init, run = inspect.getsource(trees.CUDAGraphNode.__init__), inspect.getsource(trees.CUDAGraphNode.run)
+    assert init.index("copy_back_for(") < init.index("_allocate_and_copy_recording_inputs(inputs)")
+    assert init.rindex("self.graph.replay()") < init.rindex("grace_copy_back.write(")
+    assert run.index("grace_copy_back.hold(") < run.index("_copy_inputs_and_remove_from_src")
+    assert run.index("grace_pi.replay(") < run.index("grace_copy_back.write(") < run.index("reconstruct_outputs()")

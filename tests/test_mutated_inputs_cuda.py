@@ -1,0 +1,155 @@
+"""Functions that mutate inputs the tree copies, on the GPU (grace.mutated_inputs): with
+``grace.config.mutated_inputs`` each gets a graph, and every call leaves the caller's tensors and
+the outputs as eager does, for fresh, reused and aliased inputs, ``x = f(x)`` and a mutated input
+that is also returned. With the option off, stock's refusal stands (each test's premise)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
+
+N = 1024
+
+
+def _fresh() -> None:
+    import torch._dynamo
+    from torch._inductor import cudagraph_trees
+
+    torch._dynamo.reset()
+    cudagraph_trees.reset_cudagraph_trees()
+
+
+def tke_like(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """Updates two of its arrays in place, as pyhpc's TKE does, and returns a reduction."""
+    a.add_(b * c)
+    c.mul_(0.5).add_(a)
+    return (a * 2 + c).sum()
+
+
+def _graphs() -> int:
+    from torch._inductor import cudagraph_trees
+
+    container = cudagraph_trees.get_container(torch.cuda.current_device())
+    manager = container.tree_manager
+    return 0 if manager is None else sum(1 for _ in manager.get_roots())
+
+
+def _calls(fn: Callable, make_inputs: Callable[[int], list[torch.Tensor]], calls: int) -> list[str]:
+    """``calls`` calls of ``fn`` compiled and of ``fn`` eager on copies of the same inputs; what
+    differed, call by call (outputs and every input afterwards)."""
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    differences = []
+    for k in range(calls):
+        inputs = make_inputs(k)
+        eager_inputs = [x.clone() for x in inputs]
+        got = compiled(*inputs)
+        expected = fn(*eager_inputs)
+        torch.cuda.synchronize()
+        if not torch.allclose(got, expected, rtol=1e-5, atol=1e-5):
+            differences.append(f"call {k}: output")
+        for i, (x, e) in enumerate(zip(inputs, eager_inputs)):
+            if not torch.allclose(x, e, rtol=1e-5, atol=1e-5):
+                differences.append(f"call {k}: input {i}")
+    return differences
+
+
+def _both(fn: Callable, make_inputs: Callable[[int], list[torch.Tensor]], calls: int = 6) -> dict[bool, Any]:
+    """Each way: what differed from eager, the graphs recorded and the skips counted."""
+    import grace.config
+    from torch._dynamo.utils import counters
+
+    out = {}
+    for on in (False, True):
+        _fresh()
+        counters.clear()
+        with grace.config.patch(mutated_inputs=on, scg_force="graph"):
+            differences = _calls(fn, make_inputs, calls)
+            out[on] = (differences, _graphs(), counters["inductor"]["cudagraph_skips"])
+        _fresh()
+    return out
+
+
+def _rand(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, device="cuda")
+
+
+def test_fresh_inputs_get_a_graph_and_eager_values() -> None:
+    out = _both(tke_like, lambda k: [_rand(N), _rand(N), _rand(N)])
+    assert out[False][0] == [] and out[False][2] > 0, "stock: no graph, eager values (the premise)"
+    differences, graphs, skips = out[True]
+    assert differences == [] and graphs >= 1 and skips == 0
+
+
+def test_reused_inputs_accumulate_as_in_eager() -> None:
+    kept = [_rand(N), _rand(N), _rand(N)]
+    twins = [x.clone() for x in kept]
+    import grace.config
+
+    _fresh()
+    with grace.config.patch(mutated_inputs=True, scg_force="graph"):
+        compiled = torch.compile(tke_like, mode="reduce-overhead")
+        for _ in range(6):
+            got = compiled(*kept)
+            expected = tke_like(*twins)
+            torch.testing.assert_close(got, expected)
+            for x, e in zip(kept, twins):
+                torch.testing.assert_close(x, e)
+        assert _graphs() >= 1
+    _fresh()
+
+
+def test_aliased_inputs_give_eager_values() -> None:
+    """Two inputs over one storage, one of them mutated: recorded or not, eager's values."""
+    def make(k: int) -> list[torch.Tensor]:
+        base = _rand(2 * N)
+        return [base[:N], base[N:], _rand(N)]
+
+    for on, (differences, _, _) in _both(tke_like, make).items():
+        assert differences == [], (on, differences)
+
+
+def test_x_equals_f_of_x() -> None:
+    def step(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(0.9)
+        return x + 1
+
+    import grace.config
+
+    for on in (False, True):
+        _fresh()
+        with grace.config.patch(mutated_inputs=on, scg_force="graph"):
+            compiled = torch.compile(step, mode="reduce-overhead")
+            x = _rand(N)
+            e = x.clone()
+            for _ in range(6):
+                x = compiled(x)
+                e = step(e)
+                torch.testing.assert_close(x, e)
+        _fresh()
+
+
+def test_a_mutated_input_that_is_also_returned() -> None:
+    def bump(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x.add_(y)
+        return x, y * 2
+
+    import grace.config
+
+    _fresh()
+    with grace.config.patch(mutated_inputs=True, scg_force="graph"):
+        compiled = torch.compile(bump, mode="reduce-overhead")
+        for _ in range(6):
+            x, y = _rand(N), _rand(N)
+            ex, ey = x.clone(), y.clone()
+            got = compiled(x, y)
+            expected = bump(ex, ey)
+            assert got[0] is x or torch.equal(got[0], x)
+            torch.testing.assert_close(got[0], expected[0])
+            torch.testing.assert_close(got[1], expected[1])
+            torch.testing.assert_close(x, ex)
+    _fresh()
