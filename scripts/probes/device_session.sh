@@ -48,10 +48,11 @@
 #        stale-output guard's storage mark, a configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
 #        CUDA tests TESTS beside them; with T3RUN=<date>-table3, Table 3's copies per replay for the training workloads
 #        that draw random numbers (T3_WORKLOADS), resumable with the same T3RUN
-#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3] SHARDS=5 T=590 bash .diag/device_session.sh
-#        upstream under every configuration of --list, with the project's CUDA tests spread over the GPUs beside it (the
-#        benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that draw random numbers on
-#        the last GPU (copies are bytes, not times: the load does not change them)
+#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3TKE=1]] [UEXTRA=all-mut-lean-copy] SHARDS=5 T=590 bash .diag/device_session.sh
+#        upstream under every configuration of --list (and UEXTRA's), with the project's CUDA tests (TESTS) spread over
+#        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
+#        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
+#        T3TKE TKE's under pt2-cg and grace-mutated-inputs (run <T3RUN>-tke)
 #   STAGE=32 TPRUN=<date>-tp T=<left> bash .diag/device_session.sh
 #        tensor parallelism, one round (scripts/run_tp_experiments.sh): TP 2 of TP2_WORKLOADS on GPUs 0,1 and TP 1 of
 #        each TP1_WORKLOADS on GPUs 2 and 3 side by side for half the call, then TP 4 of TP4_WORKLOADS on all four
@@ -77,7 +78,7 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
     $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) \
     $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) \
-    $( [ -n "${T3RUN:-}" ] && echo results/raw/table3/${T3RUN} tables/table3_pi_copy_debug.csv ) \
+    $( [ -n "${T3RUN:-}" ] && echo results/raw/table3/${T3RUN} results/raw/table3/${T3RUN}-tke tables/table3_pi_copy_debug.csv ) \
     $( [ -n "${TPRUN:-}" ] && echo results/raw/tp/${TPRUN} results/raw/tp/latest.txt ) 2>/dev/null
   ls -la "$OUT"; exit 0
 fi
@@ -93,7 +94,7 @@ PY=$(bash scripts/python.sh)
   .upstream/expecttest-*.whl > "$OUT/expecttest.$STAGE.log" 2>&1
 export PYTHONPATH=/tmp/grace-upstream-site${PYTHONPATH:+:$PYTHONPATH}
 upstream_bg() {
-  ( CONFIGS="$("$PY" -m grace.report.upstream --list)" SHARDS=${SHARDS:-4} STEP=upstream UPSTREAM_RUN=${URUN:?} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
+  ( CONFIGS="$("$PY" -m grace.report.upstream --list) ${UEXTRA:-}" SHARDS=${SHARDS:-4} STEP=upstream UPSTREAM_RUN=${URUN:?} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
       bash scripts/gpu_trust_checks.sh > "$OUT/upstream.$STAGE.log" 2>&1 ) &
 }
 UP="results/raw/upstream_cudagraph_trees/${URUN:-none} results/processed/upstream_cudagraph_trees.csv results/processed/upstream_cudagraph_trees_differ.md"
@@ -388,14 +389,18 @@ case "$STAGE" in
     upstream_bg
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"; n=0
     D=results/raw/gpu_checks/${TRUN:?}; mkdir -p "$D"
-    for t in trees lean pi pi_tree scg cgct layout_race; do
+    for t in ${TESTS:-trees lean pi pi_tree scg cgct layout_race mutated_inputs}; do
       GPU=${G[$((n % ${#G[@]}))]}; n=$((n + 1))
       CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
     done
     if [ -n "${T3RUN:-}" ]; then
       ( CUDA_VISIBLE_DEVICES=${G[$(( ${#G[@]} - 1 ))]} RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-DR-T,DGPT2,STCLM,BSCG,XLNET-T,MTCG-T} \
           REPEAT=5 COVERAGE=0 bash scripts/run_table3_pi_copy_debug.sh --resume --compile-together \
-          --stop-after $(( $(left) - 200 )) --end-after $(( $(left) - 60 )) > "$OUT/table3.$STAGE.log" 2>&1 ) &
+          --stop-after $(( $(left) - 200 )) --end-after $(( $(left) - 60 )) > "$OUT/table3.$STAGE.log" 2>&1
+        # and TKE with functions that mutate copied inputs recorded, against PT2-CG
+        [ -n "${T3TKE:-}" ] && RUN_ID=$T3RUN-tke WORKLOADS=TKE MODES=pt2-cg,grace-mutated-inputs REPEAT=5 COVERAGE=0 \
+          bash scripts/run_table3_pi_copy_debug.sh --resume --compile-together --stop-after $(( $(left) - 120 )) \
+          --end-after $(( $(left) - 40 )) > "$OUT/table3-tke.$STAGE.log" 2>&1 ) &
     fi
     wait
     ;;
