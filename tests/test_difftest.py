@@ -61,7 +61,7 @@ def test_programs_respect_kinds_and_max_steps() -> None:
     with pytest.raises(ValueError, match="unknown kind"):
         parse_kinds("pointwise,nope")
     assert parse_kinds(None) == programs.default_kinds() == [k for k in KINDS if k not in programs.OPT_IN_KINDS]
-    assert programs.OPT_IN_KINDS == ("train_accum", "train_keep", "dropout")
+    assert programs.OPT_IN_KINDS == ("train_accum", "train_keep", "dropout", "mutate_input")
 
 
 def test_opt_in_kinds_leave_every_earlier_program_as_it_was() -> None:
@@ -80,10 +80,12 @@ def test_opt_in_kinds_leave_every_earlier_program_as_it_was() -> None:
     assert programs.weight_seed(7, "train_keep") not in taken
     taken |= {programs.weight_seed(s, "train_keep") for s in range(100)}
     assert programs.weight_seed(7, "dropout") not in taken
+    taken |= {programs.weight_seed(s, "dropout") for s in range(100)}
+    assert programs.weight_seed(7, "mutate_input") not in taken
     assert "train_accum" in generate(3, ["train_accum"]).kinds
 
 
-@pytest.mark.parametrize("kind", ["train_accum", "train_keep", "dropout"])
+@pytest.mark.parametrize("kind", ["train_accum", "train_keep", "dropout", "mutate_input"])
 def test_an_opt_in_kind_named_is_in_every_program_and_called(kind: str) -> None:
     """``--kinds train_accum,pointwise`` runs gradient accumulation in every program, where a
     draw of one to four kinds alone would leave it out of some."""
@@ -121,6 +123,28 @@ def test_a_dropout_step_agrees_with_eager_and_a_side_that_draws_more_is_caught()
         assert result["status"] == "mismatch" and "generator state" in result["detail"], result
     finally:
         inductor_config.fallback_random = fallback
+
+
+def test_an_input_updated_in_place_is_compared_and_one_left_stale_is_caught() -> None:
+    """``mutate_input`` updates its input in place, as TKE does: the input is compared after the
+    call as well as the output, and a compiled side whose update never reaches the caller's
+    tensor (a graph writing only its placeholder) mismatches on it, its output still right."""
+    program = Program(seed=13, kinds=["mutate_input"], width=5, channels=2, spatial=3, hidden=4)
+    modes = ("fresh", "misaligned", "transposed", "rows", "fresh")
+    program.steps = [programs.Step("mutate_input", mode, 3, value_seed=50 + i) for i, mode in enumerate(modes)]
+    program.steps.append(programs.Step("mutate_input", "reuse", 3, value_seed=60, ref=4))
+    program.steps.append(programs.Step("mutate_input", "feedback", 3, value_seed=61, ref=5))
+    torch._dynamo.reset()
+    result = execute.run_program(program, "cpu", backend="eager")
+    assert result["status"] == "ok" and result["calls"] == 7, result
+
+    def placeholder_only(fn: Any) -> Any:
+        return lambda x: fn(x.clone())  # the update lands in a copy, as a graph's in its placeholder
+
+    torch._dynamo.reset()
+    result = _run_with(program, placeholder_only)
+    assert result["status"] == "mismatch" and result["step"] == 0, result
+    assert "input after the call" in result["detail"], result
 
 
 def _accumulation_program(calls: int, kind: str = "train_accum") -> Program:

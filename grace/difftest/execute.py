@@ -78,6 +78,12 @@ def scale(x: torch.Tensor, s: Any) -> torch.Tensor:
     return x * s
 
 
+def mutate_input(x: torch.Tensor) -> torch.Tensor:
+    """Updates its input in place, as pyhpc's TKE does, and returns a function of the result."""
+    x.mul_(0.5).add_(1.0)
+    return torch.sin(x) * 2
+
+
 class MatMul(nn.Module):
     def __init__(self, width: int):
         super().__init__()
@@ -242,6 +248,20 @@ def _dropout_case(program: Program, device: str, compile_fn: Compile) -> Case:
                 before=before, after=zero_grad)
 
 
+def _mutate_input_case(compile_fn: Compile) -> Case:
+    """:func:`mutate_input` on both sides, each side's input compared after the call as well as
+    the output: the caller's tensor must hold the update, as eager's does."""
+    compiled = compile_fn(mutate_input)
+    last: dict[str, torch.Tensor] = {}
+
+    def run(side: str, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        last[side] = x
+        return fn(x)
+
+    return Case(lambda x: run("compiled", compiled, x), lambda x: run("eager", mutate_input, x),
+                lambda: [("input after the call", last["compiled"], last["eager"])], after=last.clear)
+
+
 def _cpu_buf_case(program: Program, device: str, compile_fn: Compile) -> Case:
     case, module, eager = _module_case(CpuBuf(program.width), device, compile_fn, ("cpu_buf",), move=False)
 
@@ -276,6 +296,8 @@ def build_case(kind: str, program: Program, device: str, compile_fn: Compile) ->
         return _train_case(program, device, compile_fn, set_to_none=False)
     if kind == "dropout":
         return _dropout_case(program, device, compile_fn)
+    if kind == "mutate_input":
+        return _mutate_input_case(compile_fn)
     raise ValueError(f"unknown kind {kind!r}")
 
 

@@ -49,11 +49,14 @@ KINDS: dict[str, KindInfo] = {
     # a training step through dropout, both sides seeded alike before each call (Inductor's
     # fallback_random, so the same masks): loss, gradients and the generator's state compared
     "dropout": KindInfo(1, False, None, 1e-3),
+    # updates its input in place, as TKE does (x.mul_(0.5).add_(1); sin(x) * 2): no graph under
+    # stock; a graph with grace.config.mutated_inputs; the input compared after each call too
+    "mutate_input": KindInfo(1, False, 0, 1e-4),
 }
 # Kinds a program draws from only when asked for by name (``--kinds``): a kind added to the
 # default draw would change the program of every earlier seed. In the order they were added,
 # which their weight seeds keep.
-OPT_IN_KINDS = ("train_accum", "train_keep", "dropout")
+OPT_IN_KINDS = ("train_accum", "train_keep", "dropout", "mutate_input")
 ACCUMULATED_CALLS = 3
 
 # How a step's (first) input is made. "fresh" a new contiguous tensor; "reuse" the tensor an

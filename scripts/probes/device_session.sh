@@ -11,8 +11,9 @@
 #        under stock and the defaults; the in-place reduction's race counted plain and ordered by a barrier; the
 #        project's CUDA tests (the benchmark's in stage 3); with CRUN=<date>-compile,
 #        BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT (the benchmark, one GPU each)
-#   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests SHARDS=5 T=585 bash .diag/device_session.sh
-#        upstream's rechecks; the -lean twins; the differential test of stock, all-lean-copy and all-free-lean-copy
+#   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests [DCONFIGS=...] SHARDS=5 T=585 bash .diag/device_session.sh
+#        upstream's rechecks; the -lean twins; the differential test of DCONFIGS (default stock, all-lean-copy and
+#        all-free-lean-copy; all-mut-lean-copy records the mutate_input kind's functions)
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
@@ -113,7 +114,7 @@ harness_checks() {
   done
 }
 
-K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep,dropout  # every kind of the differential test
+K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep,dropout,mutate_input  # every kind of the differential test
 ALC=$("$PY" -m grace.report.upstream --env all-lean-copy)  # every switch, SCG forced to record
 case "$STAGE" in
   9)  # upstream, and beside it the probes, spread over the GPUs
@@ -180,7 +181,7 @@ case "$STAGE" in
     [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
         STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
         bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
-    CONFIGS="stock all-lean-copy all-free-lean-copy" KINDS=$K \
+    CONFIGS="${DCONFIGS:-stock all-lean-copy all-free-lean-copy}" KINDS=$K \
     STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 200 )) JOBS=${JOBS:-16} \
       bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
     wait
