@@ -6,6 +6,7 @@
 # and PT2-CG share one, their iterations interleaved in it; GraCE has its own).
 # HANG_DUMP_S (default 180) prints each rank's stacks that often while a launch lasts, so that
 # a launch stuck in a collective shows where before LAUNCH_TIMEOUT (default 900) ends it.
+# SPLIT_MODES=1 starts each mode in its own torchrun (a workload that compiles for minutes per mode).
 # ROUNDS (default 3) repeats the whole sweep, the launches interleaved within each round, so that
 # drift hits every mode alike; each launch times REPEAT iterations per mode (default 30) after
 # WARMUP (5).
@@ -33,8 +34,13 @@ echo "$RUN_ID" > results/raw/tp/latest.txt
 WORKLOADS=${WORKLOADS:-$("$PY" -c 'from grace.tp.plans import workloads; print(" ".join(workloads()))')}
 MODES=${MODES:-"pt2-nocg pt2-cg grace"}
 ROUNDS=${ROUNDS:-3}
-# modes that start with the same switches share a torchrun (PT2-NoCG and PT2-CG), interleaved in it
-groups=$("$PY" -m grace.tp --groups "$MODES") || exit 2
+# modes that start with the same switches share a torchrun (PT2-NoCG and PT2-CG), interleaved in it;
+# SPLIT_MODES=1 gives each mode its own (a workload whose two compiles do not fit one launch: DALLE2)
+if [ -n "${SPLIT_MODES:-}" ]; then
+  groups=$(printf '%s\n' $MODES)
+else
+  groups=$("$PY" -m grace.tp --groups "$MODES") || exit 2
+fi
 mapfile -t GROUPS_OF_MODES <<< "$groups"
 DEGREES=()
 for tp in ${TP_LIST:-1 2 4}; do
