@@ -1115,3 +1115,28 @@ def test_a_run_records_its_commit_dirty_only_where_the_code_it_executes_changed(
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "d")
     assert results.code_hash("HEAD") == results.code_hash(), "the same code, committed, hashes the same"
+
+
+def test_runner_flags_are_declared_once_on_the_settings(tmp_path: Path) -> None:
+    """Each flagged ``Settings`` field is one ``python -m grace.bench`` flag with the field's own
+    default; parsed values come back as the settings, paths made absolute."""
+    import argparse
+    import dataclasses
+
+    from grace.bench import runner
+
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    defaults = runner.Settings.from_args(parser.parse_args([]), run_id="r")
+    assert defaults == runner.Settings(run_id="r")
+    flagged = [f.name for f in dataclasses.fields(runner.Settings) if "flag" in f.metadata]
+    assert {"repeat", "chunk", "timeout_s", "experiment", "device", "size", "scg_cache", "timing_lock",
+            "stop_after_s", "end_after_s", "compile_together"} == set(flagged)
+    args = parser.parse_args(["--repeat", "7", "--timeout", "9.5", "--size", "tiny", "--scg-cache", "rel/cache",
+                              "--end-after", "30", "--compile-together"])
+    got = runner.Settings.from_args(args, run_id="r", pin_cpu=3)
+    assert (got.repeat, got.timeout_s, got.size, got.end_after_s, got.compile_together, got.pin_cpu) == (
+        7, 9.5, "tiny", 30.0, True, 3)
+    assert got.scg_cache == Path("rel/cache").resolve() and got.scg_cache.is_absolute()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--size", "huge"])

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
-from grace.bench import options, results
+from grace.bench import options, results, runner
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, parse_modes, parse_tree
-from grace.bench.runner import MIN_ROUNDS, Interrupted, Settings, run
+from grace.bench.runner import Interrupted, Settings, run
 from grace.bench.targets import first_first, pending, shard
 from grace.bench.timing_core import CoreClaim, allowed_cores, claim, hold
-from grace.bench.workloads import SIZES, all_workloads
+from grace.bench.workloads import all_workloads
 
 # statuses of a row that --retry may run again
 RETRYABLE = ("error", "timeout", "mismatch")
@@ -76,22 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default="micro",
                         help="config file, config name in configs/ (micro, smoke), or comma-separated names")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes")
-    parser.add_argument("--repeat", type=int, default=Settings.repeat, help="timed iterations per mode")
-    parser.add_argument("--chunk", type=int, default=Settings.chunk, help="iterations per mode per interleaved round")
-    parser.add_argument("--timeout", type=float, default=Settings.timeout_s, help="seconds per (workload, mode)")
     parser.add_argument("--shard", type=parse_shard, default=(1, 1), help="run shard i of n, e.g. 1/3")
-    parser.add_argument("--experiment", default=Settings.experiment)
     parser.add_argument("--run-id", default=None, help="share one run id across shards")
-    parser.add_argument("--device", default=Settings.device, help="cuda (default) or cpu (runner tests only)")
-    parser.add_argument("--size", default=Settings.size, choices=SIZES, help="tiny: CPU-test sizes")
     parser.add_argument("--pin-cpu", default="auto",
                         help="core for every worker's timing thread: auto (the last allowed core that no other "
                              "benchmark on this host has claimed), none, or N")
-    parser.add_argument("--scg-cache", type=Path, default=None,
-                        help="SCG decision cache to use (default: a fresh one in the run directory); "
-                             "point it at an earlier run's scg-cache to measure a second run")
-    parser.add_argument("--timing-lock", type=Path, default=None,
-                        help="a file that runners sharing one GPU lock around each workload's timed rounds")
     parser.add_argument("--resume", action="store_true",
                         help="skip workloads that already have rows for every mode in this --run-id")
     parser.add_argument("--retry", default="", metavar="STATUSES",
@@ -104,15 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --resume, take only workloads started before this time (seconds since "
                              "the epoch) and never finished for cut ones: runners started together pass "
                              "their common start, so that none reads another's fresh start as a cut")
-    parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
-                        help="start no new workload after this many seconds (finish with --resume)")
-    parser.add_argument("--end-after", type=float, default=None, metavar="SECONDS",
-                        help=f"write every workload's rows within this many seconds: once it has timed "
-                             f"{MIN_ROUNDS} rounds, a workload begins no round that would end later (its rows "
-                             f"say how many rounds of how many it timed)")
-    parser.add_argument("--compile-together", action="store_true",
-                        help="start every mode's worker at once, so their compilations overlap "
-                             "(for workloads whose compiles do not fit a shard one after another)")
+    runner.add_arguments(parser)  # one flag per flagged grace.bench.runner.Settings field
     options.add_arguments(parser)  # one flag per grace.bench.options.WorkerOptions field
     parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
                         help="another checkout of GraCE; mode MODE@NAME runs MODE with its code and patch "
@@ -165,14 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"grace.bench: {e}", file=sys.stderr)
         return 2
-    settings = Settings(experiment=args.experiment, pin_cpu=pinned.core if pinned else -1,
-                        run_id=args.run_id or results.new_run_id(),
-                        repeat=args.repeat, chunk=args.chunk, worker=worker_options,
-                        timeout_s=args.timeout, device=args.device, size=args.size,
-                        scg_cache=args.scg_cache.resolve() if args.scg_cache else None,
-                        timing_lock=args.timing_lock.resolve() if args.timing_lock else None,
-                        stop_after_s=args.stop_after, end_after_s=args.end_after,
-                        compile_together=args.compile_together)
+    settings = Settings.from_args(args, run_id=args.run_id or results.new_run_id(),
+                                  pin_cpu=pinned.core if pinned else -1, worker=worker_options)
     try:
         out_dir = run(settings, targets, modes)
     except Interrupted as e:

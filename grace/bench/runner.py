@@ -27,6 +27,7 @@ them with it (the kernel's parent-death signal), so none is left on the GPU besi
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import fcntl
@@ -46,6 +47,7 @@ from grace.bench.modes import Mode
 from grace.bench.options import WorkerOptions
 from grace.bench.progress import Progress
 from grace.bench.targets import Target, modes_for
+from grace.bench.workloads import SIZES
 from grace.bench.worker import RUNNER_PID_ENV, STACKS_SIGNAL
 from grace.stats import summary
 from grace.log import get_logger
@@ -62,25 +64,66 @@ class WorkerFailed(Exception):
     """The worker died, reported an error, or ran out of time; the message says which."""
 
 
+MIN_ROUNDS = 4  # rounds a workload times whatever --end-after says: 20 samples a mode at chunk 5
+
+
+def _flag(default: Any, flag: str, help: str, **argparse_options: Any) -> Any:
+    """A :class:`Settings` field that ``python -m grace.bench`` sets with ``flag``
+    (:func:`add_arguments`): the field declares its default, flag and help once."""
+    return field(default=default, metadata={"flag": flag, "help": help, **argparse_options})
+
+
 @dataclass
 class Settings:
     run_id: str
-    experiment: str = "single_gpu"  # results/raw/<experiment>/<run_id>/
-    repeat: int = 100
-    chunk: int = 5
-    timeout_s: float = 300.0
-    device: str = "cuda"
-    size: str = "full"
-    pin_cpu: int = -1  # every worker's timing thread on this core (-1: unpinned)
-    scg_cache: Path | None = None  # SCG decision cache; None: a fresh one in the run directory
-    timing_lock: Path | None = None  # a file runners sharing the GPU lock around timed rounds
-    stop_after_s: float | None = None  # start no workload after this many seconds
-    # time each workload's rounds so that its rows are written within this many seconds of the
-    # start: past MIN_ROUNDS, a round that would end too late is not begun (None: every round)
-    end_after_s: float | None = None
-    compile_together: bool = False  # start every mode's worker at once (compilations overlap)
+    experiment: str = _flag("single_gpu", "--experiment", "results/raw/<experiment>/<run-id>/ receives the rows")
+    repeat: int = _flag(100, "--repeat", "timed iterations per mode")
+    chunk: int = _flag(5, "--chunk", "iterations per mode per interleaved round")
+    timeout_s: float = _flag(300.0, "--timeout", "seconds per (workload, mode)")
+    device: str = _flag("cuda", "--device", "cuda (default) or cpu (runner tests only)")
+    size: str = _flag("full", "--size", "tiny: CPU-test sizes", choices=SIZES)
+    pin_cpu: int = -1  # every worker's timing thread on this core (-1: unpinned; --pin-cpu claims one)
+    scg_cache: Path | None = _flag(
+        None, "--scg-cache", "SCG decision cache to use (default: a fresh one in the run directory); point it "
+        "at an earlier run's scg-cache to measure a second run", type=Path)
+    timing_lock: Path | None = _flag(
+        None, "--timing-lock", "a file that runners sharing one GPU lock around each workload's timed rounds",
+        type=Path)
+    stop_after_s: float | None = _flag(
+        None, "--stop-after", "start no new workload after this many seconds (finish with --resume)",
+        type=float, metavar="SECONDS")
+    end_after_s: float | None = _flag(
+        None, "--end-after", "write every workload's rows within this many seconds: once it has timed "
+        f"{MIN_ROUNDS} rounds, a workload begins no round that would end later (its rows say how many rounds "
+        "of how many it timed)", type=float, metavar="SECONDS")
+    compile_together: bool = _flag(
+        False, "--compile-together", "start every mode's worker at once, so their compilations overlap (for "
+        "workloads whose compiles do not fit a shard one after another)")
     worker: WorkerOptions = WorkerOptions()  # how each worker times (warm-up, inner, coverage, ...)
     results_dir: Path = results.RESULTS_DIR
+
+    @staticmethod
+    def from_args(args: argparse.Namespace, **others: Any) -> Settings:
+        """The settings a parser that :func:`add_arguments` set up parsed, and ``others``; paths
+        made absolute (workers run elsewhere)."""
+        given = {f.name: getattr(args, f.name) for f in _flagged()}
+        given = {name: v.resolve() if isinstance(v, Path) else v for name, v in given.items()}
+        return Settings(**given, **others)
+
+
+def _flagged() -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(Settings) if "flag" in f.metadata]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One argument per flagged :class:`Settings` field, its value in ``args.<field name>``."""
+    for f in _flagged():
+        options = {k: v for k, v in f.metadata.items() if k not in ("flag", "help")}
+        if isinstance(f.default, bool):
+            parser.add_argument(f.metadata["flag"], dest=f.name, action="store_true", help=f.metadata["help"])
+            continue
+        options.setdefault("type", type(f.default))
+        parser.add_argument(f.metadata["flag"], dest=f.name, default=f.default, help=f.metadata["help"], **options)
 
 
 def settings_for(settings: Settings, target: Target) -> Settings:
@@ -411,7 +454,6 @@ def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-MIN_ROUNDS = 4  # rounds a workload times whatever --end-after says: 20 samples a mode at chunk 5
 END_MARGIN_S = 30.0  # what the workers' summaries and the rows take after the last round, at most
 
 ROUND_FLOOR_S = 120.0  # a timed round may always take this long
