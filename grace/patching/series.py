@@ -2,7 +2,11 @@
 ``grace.SWITCHES`` (cgct, pi, scg, lean_replay).
 
 Within a folder, patches apply in file-name order. Each patch adds hook points only; what a
-hook does lives in ``grace/`` behind the optimization's switch.
+hook does lives in ``grace/`` behind the optimization's switch. A hook point reads its switch
+where the decision is made once (compiling, tracing, warming up, capturing, or making the tree:
+``if grace_config.pi:``) and leaves the hook's object on the tree or the node, None when off; on
+the replay path a patch only tests that object (``if self.grace_pi is not None``), so that a
+replay reads no configuration.
 """
 
 from __future__ import annotations
