@@ -155,9 +155,11 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
         generator.start()
         node.graph.replay()
         storages = [o.untyped_storage().data_ptr() if isinstance(o, torch.Tensor) else None for o in outputs]
-        why = first_difference(outputs, expected, skip={k for k, p in enumerate(storages) if p in random.unused_state},
-                               on_host={k for k, p in enumerate(storages) if p in random.saved_state}) or first_difference(
-            [inputs[i] for i in mutated], [reference_mutated[i] for i in mutated], what="mutated input")
+        unused = {k for k, p in enumerate(storages) if p in random.unused_state}
+        on_host = {k for k, p in enumerate(storages) if p in random.saved_state}
+        why = (first_difference(outputs, expected, skip=unused, on_host=on_host)
+               or first_difference([inputs[i] for i in mutated], [reference_mutated[i] for i in mutated],
+                                   what="mutated input"))
     except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
         return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
     finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
