@@ -54,9 +54,10 @@
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
 #        T3TKE TKE's under pt2-cg and grace-mutated-inputs (run <T3RUN>-tke)
-#   STAGE=32 TPRUN=<date>-tp T=<left> bash .diag/device_session.sh
+#   STAGE=32 TPRUN=<date>-tp [TP4_FIRST=1] [SPLIT_MODES=1] T=<left> bash .diag/device_session.sh
 #        tensor parallelism, one round (scripts/run_tp_experiments.sh): TP 2 of TP2_WORKLOADS on GPUs 0,1 and TP 1 of
 #        each TP1_WORKLOADS on GPUs 2 and 3 side by side for half the call, then TP 4 of TP4_WORKLOADS on all four
+#        (with TP4_FIRST, TP 4 for the first half; an empty list skips its degree; SPLIT_MODES: a launch per mode)
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -405,22 +406,29 @@ case "$STAGE" in
     fi
     wait
     ;;
-  32)  # tensor parallelism: TP 2 and TP 1 side by side, then TP 4 on every GPU; rows of one run
+  32)  # tensor parallelism: TP 2 and TP 1 side by side, and TP 4 on every GPU (first with TP4_FIRST); rows of one run
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
-    TPE="RUN_ID=${TPRUN:?} ROUNDS=1 HANG_DUMP_S=120 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-240}"
-    half=$(( $(left) / 2 ))
+    TPE="RUN_ID=${TPRUN:?} ROUNDS=1 HANG_DUMP_S=120 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-240} SPLIT_MODES=${SPLIT_MODES:-}"
+    tp4() {  # $1: seconds
+      [ -n "${TP4_WORKLOADS-ST XLNET-I}" ] && env $TPE TP_LIST=4 WORKLOADS="${TP4_WORKLOADS-ST XLNET-I}" timeout "$1" \
+        bash scripts/run_tp_experiments.sh > "$OUT/tp4.log" 2>&1
+    }
+    if [ -n "${TP4_FIRST:-}" ]; then
+      tp4 $(( $(left) / 2 )); half=$(( $(left) - 10 ))
+    else
+      half=$(( $(left) / 2 ))
+    fi
     if [ ${#G[@]} -ge 4 ]; then
-      env $TPE CUDA_VISIBLE_DEVICES=${G[0]},${G[1]} TP_LIST=2 WORKLOADS="${TP2_WORKLOADS:-XLNET-I ST}" timeout $half \
-        bash scripts/run_tp_experiments.sh > "$OUT/tp2.log" 2>&1 &
+      [ -n "${TP2_WORKLOADS-XLNET-I ST}" ] && env $TPE CUDA_VISIBLE_DEVICES=${G[0]},${G[1]} TP_LIST=2 \
+        WORKLOADS="${TP2_WORKLOADS-XLNET-I ST}" timeout $half bash scripts/run_tp_experiments.sh > "$OUT/tp2.log" 2>&1 &
       i=2
-      for w in ${TP1_WORKLOADS:-XLNET-I ST}; do
+      for w in ${TP1_WORKLOADS-XLNET-I ST}; do
         env $TPE CUDA_VISIBLE_DEVICES=${G[$i]} TP_LIST=1 WORKLOADS="$w" timeout $half \
           bash scripts/run_tp_experiments.sh > "$OUT/tp1.$w.log" 2>&1 &
         i=$(( i == 2 ? 3 : 2 ))
       done
       wait
     fi
-    env $TPE TP_LIST=4 WORKLOADS="${TP4_WORKLOADS:-ST XLNET-I}" timeout $(( $(left) - 10 )) \
-      bash scripts/run_tp_experiments.sh > "$OUT/tp4.log" 2>&1
+    [ -z "${TP4_FIRST:-}" ] && tp4 $(( $(left) - 10 ))
     ;;
 esac
