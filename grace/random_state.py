@@ -82,12 +82,17 @@ def host_random_state() -> Iterator[None]:
     """Within it, an operator that reads saved random-number state gets that state as host
     tensors, copies of the device tensors it is handed (the values a captured forward wrote),
     so that it can run outside a capture and regenerate the same dropout mask. Every other
-    operator runs as it is called."""
+    operator runs as it is called, and so does every operator while a stream captures: a
+    captured backward reads the state through its device pointers."""
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    def capturing() -> bool:
+        return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
     class HostState(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            if schema_reads_random_state(func._schema):
+            if schema_reads_random_state(func._schema) and not capturing():
                 args, kwargs = with_state_on_host(func, args, kwargs or {}, _copy_to_host)
             return func(*args, **(kwargs or {}))
 

@@ -814,6 +814,26 @@ def test_draws_reads_and_saved_state_are_noted_apart() -> None:
     assert frozen.draws and frozen.saved_state == frozenset(storages) and isinstance(frozen.unused_state, frozenset)
 
 
+def test_an_operator_reading_saved_state_runs_as_called_under_the_host_state_mode() -> None:
+    """On host tensors the mode hands the operator what it was given (positional or by name)
+    and returns its result; the device-to-host copy itself needs a GPU."""
+    from grace.random_state import host_random_state
+
+    if not hasattr(torch.ops, "grace_test") or not hasattr(torch.ops.grace_test, "attention_backward"):
+        lib = torch.library.Library("grace_test", "FRAGMENT")
+        lib.define("attention_backward(Tensor grad, Tensor philox_seed, Tensor philox_offset, float dropout_p) -> Tensor")
+        lib.impl("attention_backward", lambda grad, philox_seed, philox_offset, dropout_p:
+                 grad * philox_seed + philox_offset, "CPU")
+        test_an_operator_reading_saved_state_runs_as_called_under_the_host_state_mode.lib = lib  # kept alive
+    op = torch.ops.grace_test.attention_backward.default
+    grad, seed, offset = torch.ones(3), torch.tensor(7), torch.tensor(2)
+    expected = op(grad, seed, offset, 0.1)
+    with host_random_state():
+        torch.testing.assert_close(op(grad, seed, offset, 0.1), expected)
+        torch.testing.assert_close(op(grad, philox_seed=seed, philox_offset=offset, dropout_p=0.1), expected)
+        torch.testing.assert_close(torch.ops.aten.add.Tensor(grad, grad), grad * 2)
+
+
 def test_saved_state_arguments_go_to_the_host_and_nothing_else() -> None:
     from grace.random_state import with_state_on_host
 
@@ -835,7 +855,7 @@ def _attention_like() -> Any:
     ``philox_seed`` and ``philox_offset`` among its returns), with a CPU kernel: the seed is 7
     when it drops out and uninitialised (here 99) when it does not, as attention's is."""
     if not hasattr(torch.ops, "grace_test") or not hasattr(torch.ops.grace_test, "attention"):
-        lib = torch.library.Library("grace_test", "DEF")
+        lib = torch.library.Library("grace_test", "FRAGMENT")
         lib.define("attention(Tensor q, float dropout_p=0.0) -> "
                    "(Tensor output, Tensor philox_seed, Tensor philox_offset)")
         lib.impl("attention", lambda q, dropout_p=0.0: (q * 2, torch.tensor(7 if dropout_p else 99),
