@@ -395,9 +395,9 @@ def test_training_attention_with_dropout_is_checked_with_its_saved_state_on_the_
     """Attention with dropout saves a philox seed and offset that a captured forward keeps on the
     device; its backward, run outside a capture, would dereference them on the host (DGPT2 and
     MT5 training died with SIGSEGV in PI's check that way). PI's check runs that backward's stock
-    side with host copies of the state, and compares the forward's saved state on the host: both
-    graphs are indirected, every step's loss and gradients equal eager's. In its own process, so
-    a crash fails the test."""
+    side with host copies of the state, and compares the forward's saved state on the host: no
+    graph is recorded again, an input replays by pointer, and every step's loss and gradients
+    equal eager's, as with PI off (the premise). In its own process, so a crash fails the test."""
     import os
     import subprocess
     import sys
@@ -406,15 +406,21 @@ def test_training_attention_with_dropout_is_checked_with_its_saved_state_on_the_
 
     if not _overlay_active():
         pytest.skip("GraCE's overlay with the PI patch is not active here (run `make setup`)")
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/rng_training.py"), "--case",
-                           "sdpa-dropout-pi"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
-                          env={**os.environ, "GRACE_LOGS": "info"})
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    steps = [line for line in out.splitlines() if "sdpa-dropout-pi: step" in line]
+
+    def steps_of(case: str) -> tuple[list[str], str]:
+        proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/probes/rng_training.py"), "--case", case],
+                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
+                              env={**os.environ, "GRACE_LOGS": "info"})
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+        return [line for line in out.splitlines() if f"{case}: step" in line], out
+
+    stock, out = steps_of("sdpa-dropout-stock")
+    assert len(stock) == 5 and all("equal to eager" in line for line in stock), "the premise\n" + out[-3000:]
+    steps, out = steps_of("sdpa-dropout-pi")
     assert len(steps) == 5 and all("equal to eager" in line for line in steps), out[-3000:]
     assert "recorded again without indirection" not in out and "outside its capture" not in out, out[-3000:]
-    assert out.count("input(s) indirected") >= 2, "the forward and the backward replay by pointer\n" + out[-3000:]
+    assert "input(s) indirected" in out, "an input replays by pointer\n" + out[-3000:]
 
 
 @pytest.mark.parametrize("switches", [{"cgct": False, "pi": True, "scg": False, "lean_replay": False},
