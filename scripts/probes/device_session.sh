@@ -396,7 +396,8 @@ case "$STAGE" in
       CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
     done
     if [ -n "${T3RUN:-}" ]; then
-      ( CUDA_VISIBLE_DEVICES=${G[$(( ${#G[@]} - 1 ))]} RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-DR-T,DGPT2,STCLM,BSCG,XLNET-T,MTCG-T} \
+      ( export CUDA_VISIBLE_DEVICES=${G[$(( ${#G[@]} - 1 ))]}
+        RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-DR-T,DGPT2,STCLM,BSCG,XLNET-T,MTCG-T} \
           REPEAT=5 COVERAGE=0 bash scripts/run_table3_pi_copy_debug.sh --resume --compile-together \
           --stop-after $(( $(left) - 200 )) --end-after $(( $(left) - 60 )) > "$OUT/table3.$STAGE.log" 2>&1
         # and TKE with functions that mutate copied inputs recorded, against PT2-CG
