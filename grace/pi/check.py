@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from grace import trees
@@ -38,9 +38,10 @@ class Captured:
     mutated_input_idxs: Sequence[int]
 
 
-@dataclass(frozen=True)
+@dataclass
 class RandomUse:
-    """What the capture's watch saw of random numbers, which the check must honour.
+    """What the capture's watch saw of random numbers (:func:`grace.pi.observe.note_random`, as
+    each operator runs), which the check must honour.
 
     ``draws``: an operator drew from the device generator; both sides run from one generator
     state (:class:`GeneratorFork`). ``reads_state``: an operator read saved random-number state
@@ -53,16 +54,13 @@ class RandomUse:
 
     draws: bool = False
     reads_state: bool = False
-    saved_state: frozenset[int] = frozenset()
-    unused_state: frozenset[int] = frozenset()
-
-
-NO_RANDOM = RandomUse()
+    saved_state: set[int] = field(default_factory=set)
+    unused_state: set[int] = field(default_factory=set)
 
 
 def validate(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
              placeholder_indices: Iterable[int], unverifiable: str | None,
-             random: RandomUse = NO_RANDOM) -> str | None:
+             random: RandomUse | None = None) -> str | None:
     """:func:`compare`, then the check's memory given back to the device.
 
     The check holds a snapshot and a moved copy of every indirected input, and the stock
@@ -77,7 +75,7 @@ def validate(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptr
 
 def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs: list[int],
             placeholder_indices: Iterable[int], unverifiable: str | None,
-            random: RandomUse = NO_RANDOM) -> str | None:
+            random: RandomUse | None = None) -> str | None:
     """Check the recorded graph against ``captured.model`` run with stock kernels; None if they agree.
 
     The reference is ``model`` (outside any capture, so every launch is stock) on the
@@ -108,6 +106,7 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
 
     if unverifiable is not None:
         return unverifiable
+    random = random if random is not None else RandomUse()
     node, outputs, model, inputs = captured.node, captured.outputs, captured.model, captured.inputs
     placeholders = {i: inputs[i] for i in placeholder_indices}
     mutated = [i for i in captured.mutated_input_idxs if isinstance(inputs[i], torch.Tensor)]

@@ -180,7 +180,7 @@ def why_untrusted(rec: Recording, captured: Captured, plan: GraphPlan, pointers:
     else:
         unverifiable = None
     return check.validate(captured, plan, pointers, placeholder_ptrs,
-                          [t.input_index for t in rec.tracked.values()], unverifiable, rec.random_use())
+                          [t.input_index for t in rec.tracked.values()], unverifiable, rec.random)
 
 
 def deploy(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,

@@ -43,10 +43,7 @@ class Recording:
     # why the graph must not run outside its capture for the check: a higher-order operator the
     # watch does not see into
     unverifiable: str | None = None
-    random: RandomSeen = field(default_factory=lambda: RandomSeen())  # what the check must honour
-
-    def random_use(self) -> RandomUse:
-        return self.random.frozen()
+    random: RandomUse = field(default_factory=RandomUse)  # what the check must honour
 
     @property
     def keeps_graph(self) -> bool:
@@ -60,7 +57,8 @@ class Recording:
         """Watch ATen operators while the graph records, and under strategy "ptx" redirect
         Triton launches ("exec-update" and "prelude" record stock and read the graph after)."""
         ptx = self.strategy == PTX
-        with _receiving_launches(self) if ptx else contextlib.nullcontext(), _OperatorWatch(self, placeholders=ptx):
+        watch = _OperatorWatch(self, placeholders=ptx, random=self.random)
+        with _receiving_launches(self) if ptx else contextlib.nullcontext(), watch:
             yield
 
     def owner_of(self, arg: Any) -> Placeholder | None:
@@ -187,12 +185,11 @@ class Warmup:
     inputs: dict[int, int]  # storage cdata -> input index (strategy "ptx" only)
     model: Any  # the function warmed up, which carries the verdict to its recordings
     unverifiable: str | None = None  # the first operator seen that PI's check could not run
-    random: RandomSeen = field(default_factory=lambda: RandomSeen())  # seen, not a verdict: the capture's counts
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         launches = _receiving_launches(self) if self.inputs else contextlib.nullcontext()
-        with launches, _OperatorWatch(self, placeholders=False):
+        with launches, _OperatorWatch(self, placeholders=False, random=None):
             yield
         if self.unverifiable is not None:
             note_unverifiable(self.model, self.unverifiable)
@@ -238,11 +235,12 @@ class _OperatorWatch:
     """A dispatch mode over a capture (or a warm-up) that notes every non-view ATen operator
     handed a placeholder (with ``placeholders``), the first operator that makes the graph
     unverifiable: a higher-order operator, which this mode does not see into (it runs as it
-    would without the mode); and what operators do with random numbers (:class:`RandomSeen`).
-    ``recording`` is a :class:`Recording`, or a :class:`Warmup` without ``placeholders``: what
-    it sets is their ``unverifiable`` and ``random``."""
+    would without the mode); and, into ``random`` (a capture's; a warm-up checks nothing), what
+    operators do with random numbers (:func:`note_random`). ``recording`` is a
+    :class:`Recording`, or a :class:`Warmup` without ``placeholders``: what it sets is their
+    ``unverifiable``."""
 
-    def __init__(self, recording: Recording | Warmup, placeholders: bool) -> None:
+    def __init__(self, recording: Recording | Warmup, placeholders: bool, random: RandomUse | None) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         rec = recording
@@ -265,7 +263,8 @@ class _OperatorWatch:
                         if t is not None:
                             rec.block(t.input_index, f"read by {func}")
                 out = func(*args, **kwargs)
-                rec.random.note(func, args, kwargs, out)
+                if random is not None:
+                    note_random(random, func, args, kwargs, out)
                 return out
 
         self._mode = Mode()
@@ -277,10 +276,9 @@ class _OperatorWatch:
         self._mode.__exit__(*exc)
 
 
-@dataclass
-class RandomSeen:
-    """What a watched run's operators did with random numbers, noted as they run; the check of
-    :mod:`grace.pi.check` honours it (:meth:`frozen`, a :class:`grace.pi.check.RandomUse`).
+def note_random(use: RandomUse, func: Any, args: Sequence[Any], kwargs: dict, out: Any) -> None:
+    """Note in ``use`` what ``func``, called with ``args`` and ``kwargs``, did with random
+    numbers; ``out`` is what it returned.
 
     - An operator that draws from the device's generator (dropout, Inductor's seeds; attention
       with dropout): run outside the capture from the generator state a replay starts from, it
@@ -294,30 +292,19 @@ class RandomSeen:
       Saved while drawing, the check compares it on the host; returned without drawing
       (attention without dropout), nothing reads it and the check leaves it out.
     """
+    import torch
 
-    draws: bool = False
-    reads_state: bool = False
-    saved_state: set[int] = field(default_factory=set)  # storages (data_ptr) of state saved while drawing
-    unused_state: set[int] = field(default_factory=set)  # storages of state returned without drawing
-
-    def note(self, func: Any, args: Sequence[Any], kwargs: dict, out: Any) -> None:
-        """Note what ``func``, called with ``args`` and ``kwargs``, did; ``out`` is what it returned."""
-        import torch
-
-        drawing = not _dropout_off(func, args, kwargs)
-        if drawing and torch.Tag.nondeterministic_seeded in func.tags:
-            self.draws = True
-        if drawing and schema_reads_random_state(func._schema):
-            self.reads_state = True
-        indices = random_state_returns(func._schema)
-        if indices:
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            storages = [outs[k].untyped_storage().data_ptr() for k in indices
-                        if k < len(outs) and isinstance(outs[k], torch.Tensor) and outs[k].numel() > 0]
-            (self.saved_state if drawing else self.unused_state).update(storages)
-
-    def frozen(self) -> RandomUse:
-        return RandomUse(self.draws, self.reads_state, frozenset(self.saved_state), frozenset(self.unused_state))
+    drawing = not _dropout_off(func, args, kwargs)
+    if drawing and torch.Tag.nondeterministic_seeded in func.tags:
+        use.draws = True
+    if drawing and schema_reads_random_state(func._schema):
+        use.reads_state = True
+    indices = random_state_returns(func._schema)
+    if indices:
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        storages = [outs[k].untyped_storage().data_ptr() for k in indices
+                    if k < len(outs) and isinstance(outs[k], torch.Tensor) and outs[k].numel() > 0]
+        (use.saved_state if drawing else use.unused_state).update(storages)
 
 
 def _dropout_off(func: Any, args: Sequence[Any], kwargs: dict) -> bool:

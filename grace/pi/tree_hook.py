@@ -34,7 +34,7 @@ instead of copying their bytes. Three moments, each a call from the patch
    (:mod:`grace.pi.finish`), which decides per input (:func:`grace.pi.plan.plan_graph`)
    and checks the graph against the recorded function run with stock kernels, replaying it
    with the indirected inputs moved and their placeholders overwritten (random numbers as the
-   dispatch mode saw them used, :class:`grace.pi.observe.RandomSeen`: drawn from a forked
+   dispatch mode saw them used, :func:`grace.pi.observe.note_random`: drawn from a forked
    generator, saved state compared on the host, read state handed over as host copies). If they
    differ, or the check cannot run (a higher-order operator, which the mode does not see into),
    the graph is not trusted: :func:`record` captures it again with PI off, exactly as stock PyTorch would, and the log

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from grace.bench.modes import MODES
+from grace.bench.workloads import SIZES
 from grace.switches import running_switches
 from grace.tp.lost_launch import record_lost_launch
 from grace.tp.stack_watchdog import StackWatchdog
@@ -50,7 +51,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--device", default="cuda", help="cuda (NCCL) or cpu (gloo, for tests)")
-    p.add_argument("--size", default="full", choices=["full", "tiny"])
+    p.add_argument("--size", default="full", choices=SIZES)
     p.add_argument("--round", type=int, default=1, help="which round of an interleaved sweep (in the row)")
     p.add_argument("--hang-dump", type=float, default=0, metavar="SECONDS",
                    help="print every thread's Python stack each SECONDS while the run lasts (0: never), so that "
