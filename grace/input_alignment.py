@@ -1,5 +1,6 @@
-"""Which inputs a CUDA graph tree checks for alignment: those Inductor's kernels were compiled to
-assume aligned, not only those aligned at the first call.
+"""Which inputs a CUDA graph tree checks for alignment (those Inductor's kernels were compiled to
+assume aligned, not only those aligned at the first call), and which clones it copies back (every
+input the function mutates).
 
 Inductor compiles a graph for its example inputs. An example input that is 16-byte aligned (and
 not static) is assumed aligned by the kernels, which may then load it with vector instructions,
@@ -25,11 +26,19 @@ aligned, as PyTorch's ``test_unaligned_static_input_trees`` requires). What GraC
 clone of an input that arrives off alignment where the kernels assume it aligned. Two cases keep
 stock's list, which GraCE cannot extend safely:
 
-- an input the function mutates: a clone would take the mutation, and the tree's alignment
-  wrapper (``align_inputs_from_check_idxs``, called with no mutated inputs) does not copy it
-  back;
+- an input the function mutates: at a size's first call stock clones the inputs of its list
+  without copying anything back;
 - a function whose compiled list is unknown (compiled by another path, or whose model was not
   seen by :func:`remember`).
+
+A clone must not swallow a mutation. Stock's tree wraps each size's function in
+``align_inputs_from_check_idxs`` with no mutated inputs, reasoning that a graph copies its inputs
+anyway; but a function that mutates an input the tree does not manage runs eagerly, on what it is
+given: an input aligned at the size's first call and off alignment at a later one is cloned, the
+function mutates the clone, and the caller's tensor keeps its old values (eager's result differs).
+With any switch on the wrapper copies the function's mutated inputs back
+(:func:`mutations_copied_back`): after a call that cloned one, one ``_foreach_copy_`` of the clone
+into the caller's tensor; a call that cloned none pays nothing.
 
 The compiled list is kept on the model callable itself (:data:`ATTRIBUTE`), which lives as long
 as the function does: the callable Inductor hands to ``cudagraphify`` is the one the tree later
@@ -40,6 +49,8 @@ can only add checks, never drop one.
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
+
+from torch.utils._ordered_set import OrderedSet
 
 from grace.log import get_logger
 
@@ -104,3 +115,9 @@ def inputs_to_check(model: Callable[..., Any], runtime_checks: Sequence[int],
     log.debug("input alignment: also checking inputs %s of %s, which its kernels assume aligned",
               sorted(added), getattr(model, "__name__", model))
     return sorted(frozenset(runtime_checks) | added)
+
+
+def mutations_copied_back(mutated_input_idxs: Sequence[int]) -> OrderedSet[int]:
+    """The inputs whose clones the tree's alignment wrapper copies back into the caller's tensors
+    after a call: every input the function mutates (stock: none)."""
+    return OrderedSet(mutated_input_idxs)

@@ -28,7 +28,8 @@ the replay the placeholder is copied back into the caller's tensor. Invariants:
    expanded (stride 0) dimension, and shares no memory with another tensor input. Dynamo's
    guards keep the inputs' aliasing as it was when the function was compiled, and AOTAutograd
    merges aliased inputs of which one is mutated into one base; where an overlap shows all the
-   same, the function keeps stock's refusal, and the log says why.
+   same, or an input is a graph output the tree has since overwritten (reading it raises, as
+   it does in stock), the function keeps stock's refusal, and the log says why.
 5. Off (``grace.config.mutated_inputs`` false, the default, or no switch on) the tree refuses
    such functions as stock does, and nodes carry no copy back (``grace_copy_back`` None).
 """
@@ -61,13 +62,25 @@ def copied_mutations(mutated_input_idxs: Sequence[int], static_input_idxs: Seque
     return [i for i in mutated_input_idxs if i not in static and not is_recorded(inputs[i])]
 
 
+def _span(x: torch.Tensor) -> Optional[tuple[int, int]]:
+    """The bytes of ``x``'s storage, or None where the tree has made them unreadable: an output
+    of a graph whose memory a later run of the tree took ("overwritten by a subsequent run")."""
+    try:
+        start = x.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
+    return start, start + x.untyped_storage().nbytes()
+
+
 def why_not_copied_back(indices: Sequence[int], inputs: Sequence[Any]) -> Optional[str]:
     """Why the mutations of ``indices`` cannot be copied back exactly (invariant 4), or None."""
     spans: list[tuple[int, int, int]] = []  # (start, end, index) of every tensor input's bytes
     for k, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.numel() > 0:
-            start = x.untyped_storage().data_ptr()
-            spans.append((start, start + x.untyped_storage().nbytes(), k))
+            span = _span(x)
+            if span is None:
+                return f"input {k} is a graph output that a later run of the tree overwrote"
+            spans.append((*span, k))
     for i in indices:
         x = inputs[i]
         if not isinstance(x, torch.Tensor):
@@ -76,8 +89,7 @@ def why_not_copied_back(indices: Sequence[int], inputs: Sequence[Any]) -> Option
             return f"input {i} is mutated and has an expanded (stride 0) dimension"
         if x.numel() == 0:
             continue
-        start = x.untyped_storage().data_ptr()
-        end = start + x.untyped_storage().nbytes()
+        start, end = next((s, e) for s, e, k in spans if k == i)
         for s, e, k in spans:
             if k != i and s < end and start < e:
                 return f"input {i} is mutated and shares memory with input {k}"

@@ -135,6 +135,39 @@ def test_an_input_the_function_mutates_keeps_stocks_list(deferred: Any) -> None:
     assert handed[1] == [4, 0]
 
 
+@pytest.mark.parametrize("hardened", [False, True])
+def test_a_mutated_input_cloned_for_alignment_gets_the_mutation_back(deferred: Any, hardened: bool,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree runs a function that mutates an input it does not manage eagerly, on what the
+    alignment wrapper hands it: an input aligned at the size's first call and off alignment at a
+    later one is cloned there. Stock's wrapper copies nothing back (the caller's tensor keeps its
+    old values); with any switch on the clone's values land in the caller's tensor
+    (scg/0012)."""
+
+    def mutate(inputs: list[Any]) -> Any:
+        inputs[1].add_(inputs[2])
+        return [inputs[1] * 2]
+
+    from torch._inductor.utils import tensor_is_aligned
+
+    # stock's runtime list as on a GPU: every input aligned at the size's first call
+    monkeypatch.setattr(compile_fx, "should_assume_input_aligned", tensor_is_aligned)
+    run, handed = deferred(mutate, mutated=(1,))
+    with grace.config.patch(scg=hardened, pi=False, cgct=False, lean_replay=False):
+        run([8, torch.randn(8, 64), torch.randn(8, 64)])  # the size's first call, aligned
+        x, y = _off_alignment(8, 64), torch.randn(8, 64)
+        expected = x + y
+        out = run([8, x, y])
+    assert len(handed) == 1  # one size: the later call went through the wrapper alone
+    assert torch.equal(out[0], expected * 2)
+    assert torch.equal(x, expected) == hardened
+
+
+def test_mutations_copied_back_are_every_mutated_input() -> None:
+    assert list(input_alignment.mutations_copied_back((3, 1))) == [3, 1]
+    assert not input_alignment.mutations_copied_back(())
+
+
 def _compiled_graph(partition_maps: Any = None) -> Any:
     from types import SimpleNamespace
 

@@ -37,6 +37,16 @@ def test_what_cannot_be_copied_back_exactly_is_named() -> None:
     assert mutated_inputs.why_not_copied_back([0], [torch.zeros(0), torch.zeros(0)]) is None
 
 
+def test_an_input_the_tree_has_overwritten_is_named_not_raised() -> None:
+    """An input that is a graph output a later run overwrote: reading its storage raises, so
+    the check refuses (stock's path then raises stock's own error where the function reads it)."""
+    dead = torch.zeros(4)
+    torch._C._set_storage_access_error_msg(dead, "overwritten by a subsequent run")
+    for inputs, index in (([torch.zeros(4), dead], 0), ([dead], 0)):
+        why = mutated_inputs.why_not_copied_back([index], inputs)
+        assert why is not None and "overwrote" in why and f"input {len(inputs) - 1}" in why
+
+
 def test_the_tree_records_only_with_the_option_and_a_switch_on(caplog) -> None:
     func = SimpleNamespace(mutated_input_idxs=[0], static_input_idxs=[])
     clean = [torch.zeros(4), torch.zeros(4)]

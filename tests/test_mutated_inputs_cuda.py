@@ -1,7 +1,9 @@
 """Functions that mutate inputs the tree copies, on the GPU (grace.mutated_inputs): with
 ``grace.config.mutated_inputs`` each gets a graph, and every call leaves the caller's tensors and
-the outputs as eager does, for fresh, reused and aliased inputs, ``x = f(x)`` and a mutated input
-that is also returned. With the option off, stock's refusal stands (each test's premise)."""
+the outputs as eager does, for fresh, reused and aliased inputs and a mutated input that is also
+returned; ``x = f(x)`` as stock's graph of the same function without the mutation. With the
+option off, stock's refusal stands (each test's premise). A mutated input off alignment keeps its
+mutation with any switch on, the option off."""
 
 from __future__ import annotations
 
@@ -113,24 +115,90 @@ def test_aliased_inputs_give_eager_values() -> None:
         assert differences == [], (on, differences)
 
 
-def test_x_equals_f_of_x() -> None:
+def _chain(fn: Callable[[torch.Tensor], torch.Tensor], calls: int = 6) -> list[Any]:
+    """``x = fn(x)`` compiled, from one seeded tensor: each call's values, or the error that
+    ended the chain (a fed-back graph output the tree has overwritten raises, by design)."""
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    x = torch.randn(N, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    seen: list[Any] = []
+    for _ in range(calls):
+        try:
+            x = compiled(x)
+        except RuntimeError as e:
+            seen.append("overwritten" if "overwritten by a subsequent run" in str(e) else str(e))
+            break
+        seen.append(x.clone())
+    return seen
+
+
+def test_x_equals_f_of_x_behaves_as_a_graph_of_the_pure_function() -> None:
+    """Fed its own output, a recorded function that mutates its input does what stock's graph of
+    the same function written without the mutation does: the same values call by call, and the
+    same error where the tree has overwritten the output fed back. Without the option, stock's
+    refusal: no graph, eager's values at every call (the premise)."""
+
     def step(x: torch.Tensor) -> torch.Tensor:
         x.mul_(0.9)
         return x + 1
 
+    def pure(x: torch.Tensor) -> torch.Tensor:
+        return x * 0.9 + 1
+
     import grace.config
 
-    for on in (False, True):
+    runs = {}
+    for name, fn, on in (("refused", step, False), ("pure", pure, True), ("recorded", step, True)):
         _fresh()
         with grace.config.patch(mutated_inputs=on, scg_force="graph"):
-            compiled = torch.compile(step, mode="reduce-overhead")
-            x = _rand(N)
-            e = x.clone()
-            for _ in range(6):
-                x = compiled(x)
-                e = step(e)
-                torch.testing.assert_close(x, e)
+            runs[name] = _chain(fn)
         _fresh()
+    expected = torch.randn(N, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    for k, got in enumerate(runs["refused"]):
+        expected = pure(expected)
+        assert isinstance(got, torch.Tensor), f"stock's refusal raised at call {k}: {got}"
+        torch.testing.assert_close(got, expected)
+    assert len(runs["recorded"]) == len(runs["pure"])
+    for k, (got, want) in enumerate(zip(runs["recorded"], runs["pure"])):
+        if isinstance(want, str):
+            assert got == want, f"call {k}: {got!r}, the pure function's graph: {want!r}"
+        else:
+            assert isinstance(got, torch.Tensor), f"call {k} raised {got!r}; the pure function's graph gave values"
+            torch.testing.assert_close(got, want)
+
+
+def test_a_mutated_input_off_alignment_keeps_its_mutation() -> None:
+    """A function that mutates an input the tree does not manage runs eagerly (stock's refusal),
+    on what the tree's alignment wrapper hands it: an input aligned at the first call and off
+    alignment at a later one is cloned. Stock leaves the caller's tensor unchanged (the premise,
+    with every switch off); with GraCE's switches on the mutation is copied back."""
+
+    def bump(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x.mul_(0.5).add_(1.0)
+        return torch.sin(x) + y
+
+    def off_alignment() -> torch.Tensor:
+        flat = _rand(N + 1)
+        return flat[1:]
+
+    import grace.config
+
+    kept = {}
+    for hardened in (False, True):
+        _fresh()
+        with grace.config.patch(cgct=hardened, pi=hardened, scg=hardened, lean_replay=hardened, mutated_inputs=False):
+            compiled = torch.compile(bump, mode="reduce-overhead")
+            for _ in range(3):
+                compiled(_rand(N), _rand(N))
+            x, y = off_alignment(), _rand(N)
+            assert x.data_ptr() % 16
+            ex, ey = x.clone(), y.clone()
+            got = compiled(x, y)
+            expected = bump(ex, ey)
+            torch.cuda.synchronize()
+            torch.testing.assert_close(got, expected)
+            kept[hardened] = torch.allclose(x, ex)
+        _fresh()
+    assert kept == {False: False, True: True}, kept
 
 
 def test_a_mutated_input_that_is_also_returned() -> None:

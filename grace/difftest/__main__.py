@@ -19,6 +19,7 @@ interpreter start, so ``run-one`` takes it from its own environment: the replay 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import json
 import sys
@@ -108,6 +109,9 @@ def run_one(args: argparse.Namespace) -> int:
 
     program = generate(args.seed, parse_kinds(args.kinds), args.max_steps)
     print(program.describe(), file=sys.stderr, flush=True)
+    # a crash (SIGSEGV, SIGABRT) prints every thread's Python stack into the child's log, where
+    # the parent finds the step it died in
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     set_collector(args.gc_threshold)
     on_step, watch = None, None
     if args.probe:
