@@ -318,8 +318,8 @@ class _Overwritten:
 def test_reading_an_overwritten_held_output_is_expected() -> None:
     run = execute.ProgramRun(_pointwise_program(1), "cpu", backend="eager")
     good = torch.ones(2)
-    run.held = [execute.Held(0, "pointwise", [_Overwritten()], [good]),
-                execute.Held(1, "pointwise", [good.clone()], [good])]
+    run.held = [execute.Held(0, "pointwise", [_Overwritten()], [good], [good]),
+                execute.Held(1, "pointwise", [good.clone()], [good], [good])]
     run.index = 2
     run.recheck()
     assert [h.step for h in run.held] == [1]
@@ -356,11 +356,38 @@ def test_the_overwritten_error_on_a_harness_made_input_is_still_an_error() -> No
 
 def test_a_held_output_that_reads_stale_is_recorded_and_dropped_not_a_failure() -> None:
     run = execute.ProgramRun(_pointwise_program(1), "cpu", backend="eager")
-    run.held = [execute.Held(0, "pointwise", [torch.zeros(2)], [torch.ones(2)]),
-                execute.Held(1, "pointwise", [torch.ones(2)], [torch.ones(2)])]
+    run.held = [execute.Held(0, "pointwise", [torch.zeros(2)], [torch.ones(2)], [torch.ones(2)]),
+                execute.Held(1, "pointwise", [torch.ones(2)], [torch.ones(2)], [torch.ones(2)])]
     run.index = 4
     run.recheck()
     assert run.stale == [(4, 0)] and [h.step for h in run.held] == [1]
+
+
+def _held_then_mutated_program() -> Program:
+    """A held pointwise output, fed back into ``mutate_input``, then every held output reread."""
+    program = Program(seed=5, kinds=["pointwise", "mutate_input"], width=4, channels=2, spatial=3, hidden=4)
+    program.steps = [programs.Step("pointwise", "fresh", 2, value_seed=1, hold=True),
+                     programs.Step("mutate_input", "feedback", 2, value_seed=2, ref=0),
+                     programs.Step("pointwise", "fresh", 2, value_seed=3, recheck=True)]
+    return program
+
+
+def test_a_held_output_mutated_in_place_by_a_later_step_is_not_stale() -> None:
+    """Eager's output took the mutation as the compiled one did: the reference follows it."""
+    result = _run_with(_held_then_mutated_program(), lambda fn: fn)
+    assert result["status"] == "ok" and result["stale"] == [] and result["calls"] == 3
+
+
+def test_a_held_output_that_missed_a_mutation_eager_made_is_stale() -> None:
+    """The compiled side mutates a copy of the fed-back output: the held output keeps its old
+    values where eager's changed."""
+    def compile_fn(fn: Any) -> Any:
+        if fn is not execute.mutate_input:
+            return fn
+        return lambda x: fn(x.clone())
+
+    result = _run_with(_held_then_mutated_program(), compile_fn)
+    assert result["status"] == "mismatch" and "input after the call" in result["detail"]
 
 
 @pytest.mark.parametrize("stock_detected, other_stale, stock_step, worse", [

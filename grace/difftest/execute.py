@@ -381,6 +381,26 @@ class Held:
     kind: str
     compiled: list[torch.Tensor]
     eager: list[torch.Tensor]  # clones, so later eager work cannot change them
+    eager_live: list[torch.Tensor]  # eager's outputs themselves, which a later step may mutate
+
+    def follow_mutation(self, mutated: set[int]) -> None:
+        """After a step that mutated its inputs in place: a held output over one of their
+        storages (``mutated``: the compiled side's) takes eager's mutated values as its
+        reference, as eager's own output over the eager input took the mutation."""
+        for j, c in enumerate(self.compiled):
+            if _storage_of(c) in mutated:
+                self.eager[j] = self.eager_live[j].detach().clone()
+
+
+def _storage_of(t: Any) -> int | None:
+    """The address of a tensor's storage; None for a non-tensor, or an output the tree has
+    overwritten (reading it raises, as the recheck reports)."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
 
 
 def as_tensors(out: Any) -> list[torch.Tensor]:
@@ -546,6 +566,8 @@ class ProgramRun:
         # a fed-back input is a compiled output: it may differ from eager's by rounding, which an
         # ill-conditioned function amplifies past the tolerance (see drift_reference)
         fed = [_host_copy(a) for a in args] if step.mode == "feedback" and step.kind in PURE_KINDS else None
+        # the storages a mutating kind updates in place: held outputs over them change in eager too
+        mutated = {_storage_of(a) for a in args} - {None} if KINDS[step.kind].mutates_input else set()
         try:
             out_c = as_tensors(case.compiled(*args))
         except RuntimeError as e:
@@ -583,8 +605,10 @@ class ProgramRun:
         for name, c, e in case.states():
             compare(name, c, e, tol)
         case.after()
+        for held in self.held if mutated else ():
+            held.follow_mutation(mutated)
         if step.hold:
-            self.held.append(Held(index, step.kind, out_c, [e.detach().clone() for e in out_e]))
+            self.held.append(Held(index, step.kind, out_c, [e.detach().clone() for e in out_e], out_e))
         feeds_next = index + 1 < len(self.program.steps) and self.program.steps[index + 1].mode == "feedback"
         self.compiled_side.last = out_c if feeds_next else None
         self.eager_side.last = out_e if feeds_next else None

@@ -27,6 +27,7 @@ class KindInfo:
     feedback_output: int | None  # the output that has the input's shape (x = f(x)); None: none
     tolerance: float  # rtol and atol of the comparison with eager (float32)
     contiguous: bool = False  # needs a contiguous input (x.view(-1) fails on strided ones)
+    mutates_input: bool = False  # updates its tensor argument in place, as eager sees it
 
 
 KINDS: dict[str, KindInfo] = {
@@ -51,7 +52,7 @@ KINDS: dict[str, KindInfo] = {
     "dropout": KindInfo(1, False, None, 1e-3),
     # updates its input in place, as TKE does (x.mul_(0.5).add_(1); sin(x) * 2): no graph under
     # stock; a graph with grace.config.mutated_inputs; the input compared after each call too
-    "mutate_input": KindInfo(1, False, 0, 1e-4),
+    "mutate_input": KindInfo(1, False, 0, 1e-4, mutates_input=True),
 }
 # Kinds a program draws from only when asked for by name (``--kinds``): a kind added to the
 # default draw would change the program of every earlier seed. In the order they were added,
