@@ -23,22 +23,19 @@ size. Checking costs one pointer test per input at a size's first call and, for 
 added, per call (``align_inputs_from_check_idxs``); an aligned input is never cloned, and an
 input the example had off alignment is never in the compiled list (the kernels do not assume it
 aligned, as PyTorch's ``test_unaligned_static_input_trees`` requires). What GraCE adds is one
-clone of an input that arrives off alignment where the kernels assume it aligned. Two cases keep
-stock's list, which GraCE cannot extend safely:
+clone of an input that arrives off alignment where the kernels assume it aligned. A function
+whose compiled list is unknown (compiled by another path, or whose model was not seen by
+:func:`remember`) keeps stock's list.
 
-- an input the function mutates: at a size's first call stock clones the inputs of its list
-  without copying anything back;
-- a function whose compiled list is unknown (compiled by another path, or whose model was not
-  seen by :func:`remember`).
-
-A clone must not swallow a mutation. Stock's tree wraps each size's function in
-``align_inputs_from_check_idxs`` with no mutated inputs, reasoning that a graph copies its inputs
-anyway; but a function that mutates an input the tree does not manage runs eagerly, on what it is
-given: an input aligned at the size's first call and off alignment at a later one is cloned, the
-function mutates the clone, and the caller's tensor keeps its old values (eager's result differs).
-With any switch on the wrapper copies the function's mutated inputs back
+A clone must not swallow a mutation. Stock's tree clones at a size's first call
+(``copy_misaligned_inputs``) and wraps the size's function in ``align_inputs_from_check_idxs``,
+both told of no mutated inputs, reasoning that a graph copies its inputs anyway; but a function
+that mutates an input the tree does not manage runs eagerly, on what it is given: an input off
+alignment is cloned, the function mutates the clone, and the caller's tensor keeps its old values
+(eager's result differs). With any switch on both copy the function's mutated inputs back
 (:func:`mutations_copied_back`): after a call that cloned one, one ``_foreach_copy_`` of the clone
-into the caller's tensor; a call that cloned none pays nothing.
+into the caller's tensor; a call that cloned none pays nothing. So a mutated input is checked as
+any other.
 
 The compiled list is kept on the model callable itself (:data:`ATTRIBUTE`), which lives as long
 as the function does: the callable Inductor hands to ``cudagraphify`` is the one the tree later
@@ -102,14 +99,14 @@ def _compiled_for(model: Callable[..., Any]) -> frozenset[int] | None:
     return None
 
 
-def inputs_to_check(model: Callable[..., Any], runtime_checks: Sequence[int],
-                    mutated_input_idxs: Sequence[int] = ()) -> list[int]:
-    """Stock's runtime list joined with what ``model``'s kernels assume aligned, but for the
-    inputs it mutates; in ascending order, as stock's."""
+def inputs_to_check(model: Callable[..., Any], runtime_checks: Sequence[int]) -> list[int]:
+    """Stock's runtime list joined with what ``model``'s kernels assume aligned, in ascending
+    order, as stock's. A mutated input among them is copied back after a clone
+    (:func:`mutations_copied_back`)."""
     compiled = _compiled_for(model)
     if not compiled:
         return list(runtime_checks)
-    added = compiled - frozenset(runtime_checks) - frozenset(mutated_input_idxs)
+    added = compiled - frozenset(runtime_checks)
     if not added:
         return list(runtime_checks)
     log.debug("input alignment: also checking inputs %s of %s, which its kernels assume aligned",
@@ -118,6 +115,7 @@ def inputs_to_check(model: Callable[..., Any], runtime_checks: Sequence[int],
 
 
 def mutations_copied_back(mutated_input_idxs: Sequence[int]) -> OrderedSet[int]:
-    """The inputs whose clones the tree's alignment wrapper copies back into the caller's tensors
-    after a call: every input the function mutates (stock: none)."""
+    """The inputs whose clones the tree copies back into the caller's tensors after a call, at a
+    size's first call and in its alignment wrapper: every input the function mutates (stock:
+    none)."""
     return OrderedSet(mutated_input_idxs)

@@ -218,7 +218,7 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
         return False
     if any(isinstance(v, int) for v in inputs):
         return False  # the slot serves every value of a symbolic size, some of which may want graphs
-    check = input_alignment.inputs_to_check(given, get_input_idxs_to_check(inputs, static_input_idxs), mutated_input_idxs)
+    check = input_alignment.inputs_to_check(given, get_input_idxs_to_check(inputs, static_input_idxs))
     direct = align_inputs_from_check_idxs(model, check, OrderedSet(mutated_input_idxs))
     if backward_of is not None:
         direct = _running_backward(direct, weakref.ref(backward_of))
