@@ -32,6 +32,11 @@ the replay the placeholder is copied back into the caller's tensor. Invariants:
    it does in stock), the function keeps stock's refusal, and the log says why.
 5. Off (``grace.config.mutated_inputs`` false, the default, or no switch on) the tree refuses
    such functions as stock does, and nodes carry no copy back (``grace_copy_back`` None).
+6. A caller's tensor whose storage overlaps the node's outputs is an output of an earlier
+   generation of the tree, in pool memory this replay (or the recording) took for its own
+   outputs: its mutation is not copied back, which would overwrite them, and reading it raises
+   the tree's overwritten-output error, as reading any output the tree has since overwritten
+   does. The node's output storages are fixed at its recording (:meth:`CopyBack.note_outputs`).
 """
 
 from __future__ import annotations
@@ -109,22 +114,54 @@ def copies_back(func: Any, inputs: Sequence[Any], is_recorded: Callable[[Any], b
     return True
 
 
+OVERWRITTEN_MESSAGE = (
+    "Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. "
+    "It was the input a function mutates in place, and a later graph's outputs took its memory "
+    "(GraCE's mutated inputs). To prevent overwriting, clone the tensor outside of torch.compile() "
+    "before passing it in."
+)
+
+
 class CopyBack:
     """A node's mutated inputs that the tree copies: held at a call's start, written back from
-    their placeholders after its replay (invariants 1 to 3)."""
+    their placeholders after its replay (invariants 1 to 3, and 6)."""
 
-    __slots__ = ("indices",)
+    __slots__ = ("indices", "output_spans")
 
     def __init__(self, indices: Sequence[int]) -> None:
         self.indices = tuple(indices)
+        self.output_spans: tuple[tuple[int, int], ...] = ()  # (start, end) of each output storage
+
+    def note_outputs(self, outputs_metadata: Sequence[Any]) -> None:
+        """The storages of the node's outputs, from the tree's metadata of its recording (a dict
+        per tensor output, with its storage's ``data_ptr`` and ``nbytes``)."""
+        self.output_spans = tuple((m["data_ptr"], m["data_ptr"] + m["nbytes"])
+                                  for m in outputs_metadata if isinstance(m, dict))
 
     def hold(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
         """The caller's tensors of the mutated inputs, before the tree clears its list."""
         return [inputs[i] for i in self.indices]
 
     def write(self, callers: list[torch.Tensor], placeholders: Sequence[Any]) -> None:
-        """Each placeholder's bytes into its caller's tensor, on the current stream."""
-        torch._foreach_copy_(callers, [placeholders[i] for i in self.indices])
+        """Each placeholder's bytes into its caller's tensor, on the current stream, but for a
+        caller's tensor the node's outputs took (invariant 6): that one is marked overwritten."""
+        if not any(map(self._taken_by_outputs, callers)):
+            torch._foreach_copy_(callers, [placeholders[i] for i in self.indices])
+            return
+        pairs = [(t, placeholders[i]) for i, t in zip(self.indices, callers) if not self._taken_by_outputs(t)]
+        for t in callers:
+            if self._taken_by_outputs(t):
+                torch._C._set_storage_access_error_msg(t, OVERWRITTEN_MESSAGE)
+        if pairs:
+            torch._foreach_copy_([t for t, _ in pairs], [p for _, p in pairs])
+
+    def _taken_by_outputs(self, t: torch.Tensor) -> bool:
+        if not self.output_spans or t.numel() == 0:
+            return False
+        storage = t.untyped_storage()
+        start = storage.data_ptr()
+        end = start + storage.nbytes()
+        return any(s < end and start < e for s, e in self.output_spans)
 
 
 def copy_back_for(mutated_input_idxs: Sequence[int], non_static_input_idx: Sequence[int],

@@ -390,6 +390,36 @@ def test_a_held_output_that_missed_a_mutation_eager_made_is_stale() -> None:
     assert result["status"] == "mismatch" and "input after the call" in result["detail"]
 
 
+def _fed_back_into_mutate_input(marks: bool, mode: str = "feedback") -> dict[str, Any]:
+    """pointwise, then mutate_input fed its output; the compiled mutate_input marks its input
+    overwritten after mutating it (what the tree does where its outputs took that memory)."""
+    program = Program(seed=5, kinds=["pointwise", "mutate_input"], width=4, channels=2, spatial=3, hidden=4)
+    program.steps = [programs.Step("pointwise", "fresh", 2, value_seed=1),
+                     programs.Step("mutate_input", mode, 2, value_seed=2, ref=0 if mode == "feedback" else None)]
+
+    def compile_fn(fn: Any) -> Any:
+        if fn is not execute.mutate_input or not marks:
+            return fn
+
+        def compiled(x: Any) -> Any:
+            out = fn(x)
+            torch._C._set_storage_access_error_msg(x, "Error: " + execute.OVERWRITTEN + " by a subsequent run.")
+            return out
+        return compiled
+
+    return _run_with(program, compile_fn)
+
+
+def test_a_fed_back_input_the_call_overwrote_is_expected_not_an_error() -> None:
+    result = _fed_back_into_mutate_input(marks=True)
+    assert result["status"] == "ok", result["detail"]
+    assert result["expected_detail"] == ["step 1: fed-back input overwritten by the call"]
+
+
+def test_a_harness_made_input_the_call_overwrote_is_an_error() -> None:
+    assert _fed_back_into_mutate_input(marks=True, mode="fresh")["status"] == "error"
+
+
 @pytest.mark.parametrize("stock_detected, other_stale, stock_step, worse", [
     ([], [[4, 0]], None, False),  # stock read it fine or stale too: outside the trees' contract either way
     ([[4, 0]], [[4, 0]], None, True),  # stock raised on this output; this configuration read it silently

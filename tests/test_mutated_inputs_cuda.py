@@ -166,6 +166,39 @@ def test_x_equals_f_of_x_behaves_as_a_graph_of_the_pure_function() -> None:
             torch.testing.assert_close(got, want)
 
 
+def test_a_graph_output_fed_in_gives_eager_outputs() -> None:
+    """Another function's graph output, of an earlier generation, fed into a recorded function
+    that mutates it: the outputs are eager's, and the fed tensor holds eager's mutation or, where
+    the call's graph took its memory, raises the tree's overwritten-output error on reading
+    (invariant 6), never wrong values."""
+
+    def bump(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(0.5).add_(1.0)
+        return torch.sin(x) * 2
+
+    def other(x: torch.Tensor) -> torch.Tensor:
+        return torch.cos(x) + x
+
+    import grace.config
+
+    _fresh()
+    with grace.config.patch(mutated_inputs=True, scg_force="graph"):
+        bump_c, other_c = torch.compile(bump, mode="reduce-overhead"), torch.compile(other, mode="reduce-overhead")
+        for k in range(8):
+            bump_c(_rand(N))  # a fresh input: the function's graph copies this one back
+            a = _rand(N)
+            fed, fed_eager = other_c(a), other(a.clone())
+            got, expected = bump_c(fed), bump(fed_eager)
+            torch.cuda.synchronize()
+            torch.testing.assert_close(got, expected, msg=lambda m: f"call {k}: output: {m}")
+            try:
+                torch.testing.assert_close(fed, fed_eager, msg=lambda m: f"call {k}: fed input: {m}")
+            except RuntimeError as e:
+                assert "overwritten by a subsequent run" in str(e), e
+        assert _graphs() >= 1
+    _fresh()
+
+
 def test_a_mutated_input_off_alignment_keeps_its_mutation() -> None:
     """A function that mutates an input the tree does not manage runs eagerly (stock's refusal),
     on what the tree's alignment wrapper hands it: an input aligned at the first call and off

@@ -603,7 +603,15 @@ class ProgramRun:
             out_e = again  # what a held output of this step is rechecked against
         del eager_args
         for name, c, e in case.states():
-            compare(name, c, e, tol)
+            try:
+                compare(name, c, e, tol)
+            except RuntimeError as error:
+                if not (step.mode == "feedback" and KINDS[step.kind].mutates_input and OVERWRITTEN in str(error)):
+                    raise
+                # a graph output fed back into a function that mutates it: the call's own graph
+                # took that memory for its outputs, and the tree marks the input overwritten
+                # (grace.mutated_inputs, invariant 6), as it marks any output it overwrote
+                self.expected.append(f"step {index}: fed-back input overwritten by the call")
         case.after()
         for held in self.held if mutated else ():
             held.follow_mutation(mutated)
