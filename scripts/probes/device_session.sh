@@ -57,7 +57,8 @@
 #   STAGE=32 TPRUN=<date>-tp [TP4_FIRST=1] [SPLIT_MODES=1] T=<left> bash .diag/device_session.sh
 #        tensor parallelism, one round (scripts/run_tp_experiments.sh): TP 2 of TP2_WORKLOADS on GPUs 0,1 and TP 1 of
 #        each TP1_WORKLOADS on GPUs 2 and 3 side by side for half the call, then TP 4 of TP4_WORKLOADS on all four
-#        (with TP4_FIRST, TP 4 for the first half; an empty list skips its degree; SPLIT_MODES: a launch per mode)
+#        (with TP4_FIRST, TP 4 for the first half; an empty list skips its degree; SPLIT_MODES: a launch per mode);
+#        on two GPUs, TP 2 for half the call, then TP 1 of each TP1_WORKLOADS on the two side by side (no TP 4)
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -429,7 +430,17 @@ case "$STAGE" in
         i=$(( i == 2 ? 3 : 2 ))
       done
       wait
+    elif [ ${#G[@]} -ge 2 ]; then  # two GPUs: TP 2 on both for half the call, then TP 1 of each workload side by side
+      [ -n "${TP2_WORKLOADS-XLNET-I ST}" ] && env $TPE CUDA_VISIBLE_DEVICES=${G[0]},${G[1]} TP_LIST=2 \
+        WORKLOADS="${TP2_WORKLOADS-XLNET-I ST}" timeout $half bash scripts/run_tp_experiments.sh > "$OUT/tp2.log" 2>&1
+      i=0
+      for w in ${TP1_WORKLOADS-XLNET-I ST}; do
+        env $TPE CUDA_VISIBLE_DEVICES=${G[$i]} TP_LIST=1 WORKLOADS="$w" timeout $(( $(left) - 10 )) \
+          bash scripts/run_tp_experiments.sh > "$OUT/tp1.$w.log" 2>&1 &
+        i=$(( 1 - i ))
+      done
+      wait
     fi
-    [ -z "${TP4_FIRST:-}" ] && tp4 $(( $(left) - 10 ))
+    [ -z "${TP4_FIRST:-}" ] && [ ${#G[@]} -ge 4 ] && tp4 $(( $(left) - 10 ))
     ;;
 esac
