@@ -182,14 +182,23 @@ def test_a_graph_output_fed_in_gives_eager_outputs() -> None:
     import grace.config
 
     _fresh()
+    compared = 0
     with grace.config.patch(mutated_inputs=True, scg_force="graph"):
         bump_c, other_c = torch.compile(bump, mode="reduce-overhead"), torch.compile(other, mode="reduce-overhead")
-        for k in range(8):
+        for k in range(10):
             bump_c(_rand(N))  # a fresh input: the function's graph copies this one back
             a = _rand(N)
             fed, fed_eager = other_c(a), other(a.clone())
-            got, expected = bump_c(fed), bump(fed_eager)
+            try:
+                got = bump_c(fed)
+            except RuntimeError as e:
+                # while a root warms up or records, a new generation frees the one before,
+                # and reading its output raises, as in stock with or without the option
+                assert "overwritten by a subsequent run" in str(e), e
+                continue
+            expected = bump(fed_eager)
             torch.cuda.synchronize()
+            compared += 1
             torch.testing.assert_close(got, expected, msg=lambda m: f"call {k}: output: {m}")
             try:
                 torch.testing.assert_close(fed, fed_eager, msg=lambda m: f"call {k}: fed input: {m}")
@@ -197,6 +206,7 @@ def test_a_graph_output_fed_in_gives_eager_outputs() -> None:
                 assert "overwritten by a subsequent run" in str(e), e
         assert _graphs() >= 1
     _fresh()
+    assert compared >= 5, f"only {compared} of 10 calls ran (the rest raised before the call)"
 
 
 def test_a_mutated_input_off_alignment_keeps_its_mutation() -> None:
