@@ -9,13 +9,12 @@ reads the records in-process (:func:`records`) into its result rows; they are al
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from grace.option_values import PRELUDE, PTX
 from grace.pi.plan import GraphPlan
+from grace.run_records import RunRecords
 
 
 @dataclass
@@ -40,30 +39,13 @@ class GraphRecord:
         return GraphRecord(name, why, copy_bytes, copy_bytes, 0, [], dict(copied or {}))
 
 
-_records: list[GraphRecord] = []
-
-
-def add(record: GraphRecord) -> None:
-    _records.append(record)
-
-
-def records() -> list[GraphRecord]:
-    return list(_records)
-
-
-def reset() -> None:
-    _records.clear()
-
-
-@contextlib.contextmanager
-def discarded() -> Iterator[None]:
-    """Drop the records added inside: graphs that are not the program's (SCG's private
-    profiling trees record candidates that are then shut down), which Table 3 must not count."""
-    kept = len(_records)
-    try:
-        yield
-    finally:
-        del _records[kept:]
+_RECORDS: RunRecords[GraphRecord] = RunRecords()
+add = _RECORDS.add
+records = _RECORDS.all
+reset = _RECORDS.clear
+# graphs that are not the program's (SCG's private profiling trees record candidates that are
+# then shut down), which Table 3 must not count, are recorded inside ``discarded()``
+discarded = _RECORDS.discarded
 
 
 def summarize(recs: list[GraphRecord]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 from grace.log import get_logger
 from grace.scg.choose import PI_STRATEGY, SIMPLICITY
 from grace.paths import cache_dir, write_atomic
+from grace.run_records import RunRecords
 
 log = get_logger("grace.scg")
 _WITH_PI = frozenset(c.value for c in PI_STRATEGY)  # the choices that record with PI
@@ -52,16 +53,10 @@ class GraphRecord:
                 f"{times} -> {self.choice} ({self.source}; {self.profile_s:.2f} s)")
 
 
-_records: list[GraphRecord] = []
+_RECORDS: RunRecords[GraphRecord] = RunRecords()
 _started = time.strftime("%Y%m%d-%H%M%S")
-
-
-def records() -> list[GraphRecord]:
-    return list(_records)
-
-
-def reset() -> None:
-    _records.clear()
+records = _RECORDS.all
+reset = _RECORDS.clear
 
 
 def path() -> Path:
@@ -90,7 +85,7 @@ def add(record: GraphRecord) -> None:
     """Keep, log and write out one decision."""
     if record.source not in SOURCES:
         raise ValueError(f"unknown decision source {record.source!r}")
-    _records.append(record)
+    _RECORDS.add(record)
     if record.source == "fallback":
         log.warning("SCG %s", record.line() + f": {record.reason}")
     else:
@@ -98,12 +93,13 @@ def add(record: GraphRecord) -> None:
     target = path()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"summary": summarize(_records), "graphs": [asdict(r) for r in _records]}
+        made = _RECORDS.all()
+        payload = {"summary": summarize(made), "graphs": [asdict(r) for r in made]}
         write_atomic(target, json.dumps(payload, indent=1))
     except OSError as e:
         log.warning("could not write the SCG report to %s (%s)", target, e)
         return
-    if len(_records) == 1:
+    if len(_RECORDS) == 1:
         log.info("SCG report: %s", target)
 
 
