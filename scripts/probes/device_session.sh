@@ -54,6 +54,10 @@
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
 #        T3TKE TKE's under pt2-cg and grace-mutated-inputs (run <T3RUN>-tke)
+#   STAGE=33 PRUN=<date> [CRASH_SEEDS="..."] T=<left> bash .diag/device_session.sh
+#        diagnostics: scripts/probes/upstream_leak.py on two upstream tests that leave a pool block live under
+#        all-mut-lean-copy (GPU 0), and the differential test's programs that crashed under all-lean-copy replayed
+#        side by side with faulthandler on (GPU 1)
 #   STAGE=32 TPRUN=<date>-tp [TP4_FIRST=1] [SPLIT_MODES=1] T=<left> bash .diag/device_session.sh
 #        tensor parallelism, one round (scripts/run_tp_experiments.sh): TP 2 of TP2_WORKLOADS on GPUs 0,1 and TP 1 of
 #        each TP1_WORKLOADS on GPUs 2 and 3 side by side for half the call, then TP 4 of TP4_WORKLOADS on all four
@@ -406,6 +410,20 @@ case "$STAGE" in
           bash scripts/run_table3_pi_copy_debug.sh --resume --compile-together --stop-after $(( $(left) - 120 )) \
           --end-after $(( $(left) - 40 )) > "$OUT/table3-tke.$STAGE.log" 2>&1 ) &
     fi
+    wait
+    ;;
+  33)  # diagnostics: the pool block left live at tearDown under the mutated-inputs option, and the programs that crashed
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    MUT=$("$PY" -m grace.report.upstream --env all-mut-lean-copy)
+    ( for t in test_mutation_cudagraph_managed_tensors_backend_inductor test_mutation_cudagraph_managed_tensor_warn_only_once_backend_inductor; do
+        env CUDA_VISIBLE_DEVICES=${G[0]} $MUT timeout 240 "$PY" scripts/probes/upstream_leak.py .upstream "CudaGraphTreeTests.$t" \
+          > "$P/leak.$t.txt" 2>&1
+      done ) &
+    for seed in ${CRASH_SEEDS:-64696017 64696025}; do  # the differential test's programs, replayed with faulthandler on
+      env CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} $ALC timeout $(( $(left) - 30 )) "$PY" -m grace.difftest run-one --seed "$seed" \
+        --device cuda --max-steps 600 --kinds "$K" > "$P/replay.$seed.all-lean-copy.txt" 2>&1 &
+    done
     wait
     ;;
   32)  # tensor parallelism: TP 2 and TP 1 side by side, and TP 4 on every GPU (first with TP4_FIRST); rows of one run
