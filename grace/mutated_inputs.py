@@ -36,7 +36,7 @@ the replay the placeholder is copied back into the caller's tensor. Invariants:
    generation of the tree, in pool memory this replay (or the recording) took for its own
    outputs: its mutation is not copied back, which would overwrite them, and reading it raises
    the tree's overwritten-output error, as reading any output the tree has since overwritten
-   does. The node's output storages are fixed at its recording (:meth:`CopyBack.note_outputs`).
+   does. The node's output storages are fixed at its recording (:meth:`CopyBack.note_recording`).
 """
 
 from __future__ import annotations
@@ -124,17 +124,20 @@ OVERWRITTEN_MESSAGE = (
 
 class CopyBack:
     """A node's mutated inputs that the tree copies: held at a call's start, written back from
-    their placeholders after its replay (invariants 1 to 3, and 6)."""
+    their placeholders after its replay (invariants 1 to 3, and 6). What a replay reads, the
+    placeholders and the outputs' storages, is fixed at the recording (:meth:`note_recording`)."""
 
-    __slots__ = ("indices", "output_spans")
+    __slots__ = ("indices", "placeholders", "output_spans")
 
     def __init__(self, indices: Sequence[int]) -> None:
         self.indices = tuple(indices)
+        self.placeholders: list[torch.Tensor] = []  # the recording inputs of ``indices``, in order
         self.output_spans: tuple[tuple[int, int], ...] = ()  # (start, end) of each output storage
 
-    def note_outputs(self, outputs_metadata: Sequence[Any]) -> None:
-        """The storages of the node's outputs, from the tree's metadata of its recording (a dict
-        per tensor output, with its storage's ``data_ptr`` and ``nbytes``)."""
+    def note_recording(self, placeholders: Sequence[Any], outputs_metadata: Sequence[Any]) -> None:
+        """The node's recording inputs (its placeholders) and the tree's metadata of its outputs
+        (a dict per tensor output, with its storage's ``data_ptr`` and ``nbytes``)."""
+        self.placeholders = [placeholders[i] for i in self.indices]
         self.output_spans = tuple((m["data_ptr"], m["data_ptr"] + m["nbytes"])
                                   for m in outputs_metadata if isinstance(m, dict))
 
@@ -142,21 +145,28 @@ class CopyBack:
         """The caller's tensors of the mutated inputs, before the tree clears its list."""
         return [inputs[i] for i in self.indices]
 
-    def write(self, callers: list[torch.Tensor], placeholders: Sequence[Any]) -> None:
-        """Each placeholder's bytes into its caller's tensor, on the current stream, but for a
-        caller's tensor the node's outputs took (invariant 6): that one is marked overwritten."""
-        if not any(map(self._taken_by_outputs, callers)):
-            torch._foreach_copy_(callers, [placeholders[i] for i in self.indices])
+    def write(self, callers: list[torch.Tensor]) -> None:
+        """Each placeholder's bytes into its caller's tensor, on the current stream; a caller's
+        tensor the node's outputs took takes the slow path (invariant 6)."""
+        if self.output_spans and any(map(self._taken_by_outputs, callers)):
+            self._write_around_outputs(callers)
             return
-        pairs = [(t, placeholders[i]) for i, t in zip(self.indices, callers) if not self._taken_by_outputs(t)]
-        for t in callers:
-            if self._taken_by_outputs(t):
-                torch._C._set_storage_access_error_msg(t, OVERWRITTEN_MESSAGE)
-        if pairs:
-            torch._foreach_copy_([t for t, _ in pairs], [p for _, p in pairs])
+        torch._foreach_copy_(callers, self.placeholders)
+
+    def _write_around_outputs(self, callers: list[torch.Tensor]) -> None:
+        """Slow path: a caller's tensor the outputs took is marked overwritten, the others written."""
+        dsts, srcs = [], []
+        for caller, placeholder in zip(callers, self.placeholders):
+            if self._taken_by_outputs(caller):
+                torch._C._set_storage_access_error_msg(caller, OVERWRITTEN_MESSAGE)
+            else:
+                dsts.append(caller)
+                srcs.append(placeholder)
+        if dsts:
+            torch._foreach_copy_(dsts, srcs)
 
     def _taken_by_outputs(self, t: torch.Tensor) -> bool:
-        if not self.output_spans or t.numel() == 0:
+        if t.numel() == 0:
             return False
         storage = t.untyped_storage()
         start = storage.data_ptr()

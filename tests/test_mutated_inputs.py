@@ -71,7 +71,8 @@ def test_a_node_holds_its_callers_tensors_and_writes_the_placeholders_into_them(
         held = copy_back.hold(callers)
         callers.clear()  # as the tree clears its list of inputs before the replay
         placeholders = [torch.tensor([1.0, 2.0, 3.0]), None, torch.zeros(2), None]
-        copy_back.write(held, placeholders)
+        copy_back.note_recording(placeholders, [None])  # a node with no tensor output
+        copy_back.write(held)
         assert held[0].tolist() == [1.0, 2.0, 3.0]
     with grace.config.patch(mutated_inputs=False):
         assert mutated_inputs.copy_back_for([0], [0], [torch.zeros(1)]) is None
@@ -90,21 +91,24 @@ def test_a_callers_tensor_the_outputs_took_is_marked_overwritten_not_written() -
     output = torch.from_numpy(pool)[:4]  # the node's output, as the tree reconstructs it
     taken = torch.from_numpy(pool)[:2]  # the earlier generation's output the caller fed in
     free = torch.zeros(2)
-    copy_back.note_outputs([{"data_ptr": output.untyped_storage().data_ptr(), "nbytes": 16}, 7, None])
+    copy_back.note_recording([torch.ones(2), torch.full((2,), 3.0)],
+                             [{"data_ptr": output.untyped_storage().data_ptr(), "nbytes": 16}, 7, None])
     output.fill_(5.0)  # what the replay wrote
-    copy_back.write([taken, free], [torch.ones(2), torch.full((2,), 3.0)])
+    copy_back.write([taken, free])
     assert free.tolist() == [3.0, 3.0]
     assert output.tolist() == [5.0] * 4  # not overwritten by the placeholder's ones
     with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
         taken.tolist()
 
 
-def test_without_noted_outputs_every_caller_is_written() -> None:
+def test_a_caller_apart_from_the_outputs_is_written() -> None:
     with grace.config.patch(mutated_inputs=True, scg=True):
         copy_back = mutated_inputs.copy_back_for([0], [0], [torch.zeros(2)])
+    output = torch.zeros(4)
+    copy_back.note_recording([torch.ones(2)], [{"data_ptr": output.untyped_storage().data_ptr(), "nbytes": 16}])
     caller = torch.zeros(2)
-    copy_back.write([caller], [torch.ones(2)])
-    assert caller.tolist() == [1.0, 1.0]
+    copy_back.write([caller])
+    assert caller.tolist() == [1.0, 1.0] and output.tolist() == [0.0] * 4
 
 
 def test_the_patched_tree_asks_before_refusing_and_copies_back_around_every_replay() -> None:
@@ -121,7 +125,7 @@ def test_the_patched_tree_asks_before_refusing_and_copies_back_around_every_repl
     assert "copies_back(" in check
     init, run = inspect.getsource(trees.CUDAGraphNode.__init__), inspect.getsource(trees.CUDAGraphNode.run)
     assert init.index("copy_back_for(") < init.index("_allocate_and_copy_recording_inputs(inputs)")
-    assert init.rindex("self.graph.replay()") < init.rindex("grace_copy_back.note_outputs(") < init.rindex(
+    assert init.rindex("self.graph.replay()") < init.rindex("grace_copy_back.note_recording(") < init.rindex(
         "grace_copy_back.write(")
     assert run.index("grace_copy_back.hold(") < run.index("_copy_inputs_and_remove_from_src")
     assert run.index("grace_pi.replay(") < run.index("grace_copy_back.write(") < run.index("reconstruct_outputs()")

@@ -613,8 +613,9 @@ class ProgramRun:
                 # (grace.mutated_inputs, invariant 6), as it marks any output it overwrote
                 self.expected.append(f"step {index}: fed-back input overwritten by the call")
         case.after()
-        for held in self.held if mutated else ():
-            held.follow_mutation(mutated)
+        if mutated:
+            for held in self.held:
+                held.follow_mutation(mutated)
         if step.hold:
             self.held.append(Held(index, step.kind, out_c, [e.detach().clone() for e in out_e], out_e))
         feeds_next = index + 1 < len(self.program.steps) and self.program.steps[index + 1].mode == "feedback"

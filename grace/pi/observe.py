@@ -177,9 +177,9 @@ class Warmup:
     storage identity; not an input that a previous graph's output holds) will read a
     placeholder when the function records, so under strategy "ptx" its variant is compiled
     now. A higher-order operator (:class:`_OperatorWatch`) makes the graph one that PI's check
-    cannot run; seen here, the
-    recording captures it stock at once (:func:`grace.pi.tree_hook.record`) instead of capturing it with PI first
-    and again stock after. Launches and operators run stock.
+    cannot run; seen here, the recording captures it stock at once
+    (:func:`grace.pi.tree_hook.record`) instead of capturing it with PI first and again stock
+    after. Launches and operators run stock.
     """
 
     inputs: dict[int, int]  # storage cdata -> input index (strategy "ptx" only)
