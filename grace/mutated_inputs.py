@@ -28,8 +28,9 @@ the replay the placeholder is copied back into the caller's tensor. Invariants:
    expanded (stride 0) dimension, and shares no memory with another tensor input. Dynamo's
    guards keep the inputs' aliasing as it was when the function was compiled, and AOTAutograd
    merges aliased inputs of which one is mutated into one base; where an overlap shows all the
-   same, or an input is a graph output the tree has since overwritten (reading it raises, as
-   it does in stock), the function keeps stock's refusal, and the log says why.
+   same, or an input is a graph output the tree has since overwritten, the function keeps
+   stock's refusal, and the log says why. The tree's run of it without a graph then raises the
+   overwritten-output error on reading that input (``grace.trees.EagerFallback``).
 5. Off (``grace.config.mutated_inputs`` false, the default, or no switch on) the tree refuses
    such functions as stock does, and nodes carry no copy back (``grace_copy_back`` None).
 6. A caller's tensor whose storage overlaps the node's outputs is an output of an earlier

@@ -143,3 +143,48 @@ def check_inputs_readable(inputs: Sequence[Any]) -> None:
     for t in inputs:
         if isinstance(t, torch.Tensor):
             t.untyped_storage().data_ptr()
+
+
+class EagerFallback:
+    """The tree's runs of a function's compiled code without a graph, with its inputs read first.
+
+    ``CUDAGraphTreeManager._run`` runs a function's compiled code directly where it gives the
+    function no graph: one that mutates an input the tree does not manage, one past its
+    re-record limit, and one SCG keeps out. An input there may be a graph output that a later
+    replay overwrote, fed back. Reading it raises the tree's overwritten-output error; but the
+    compiled code's first read of it is Inductor's static kernel launcher calling its
+    ``data_ptr`` from C++, which does not check for the error and dereferences the missing
+    result: the process dies with SIGSEGV. Each run here first reads the data pointer of every
+    non-static tensor input, so the error reaches the caller as a Python exception. Parameters
+    and buffers (static inputs) are never graph outputs and are not read. The inputs read are
+    found at a function's first run: one data-pointer read per such input per run, on a path
+    that launches its kernels one by one anyway.
+    """
+
+    __slots__ = ("_functions", "_read")
+
+    def __init__(self, functions: dict[Any, Any]) -> None:
+        self._functions = functions  # the manager's ids_to_funcs: FunctionID -> WrappedFunction
+        self._read: dict[Any, tuple[int, ...]] = {}  # FunctionID -> the inputs each run reads first
+
+    def run(self, new_inputs: list[Any], function_id: Any) -> Any:
+        """What stock's fallback returns, ``ids_to_funcs[function_id].model(new_inputs)``, or the
+        error reading an overwritten input raises."""
+        read = self._read.get(function_id)
+        if read is None:
+            read = self._read[function_id] = self._inputs_read(new_inputs, function_id)
+        for i in read:
+            new_inputs[i].data_ptr()
+        return self._functions[function_id].model(new_inputs)
+
+    def _inputs_read(self, inputs: Sequence[Any], function_id: Any) -> tuple[int, ...]:
+        import torch
+
+        static = frozenset(self._functions[function_id].static_input_idxs)
+        return tuple(i for i, x in enumerate(inputs) if i not in static and isinstance(x, torch.Tensor))
+
+
+def eager_fallback(functions: dict[Any, Any]) -> EagerFallback | None:
+    """The manager's :class:`EagerFallback` where the tree is :func:`hardened` as it is made,
+    else None (stock's fallbacks)."""
+    return EagerFallback(functions) if hardened() else None

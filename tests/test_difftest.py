@@ -1064,3 +1064,29 @@ def test_gc_threshold_sets_when_the_cyclic_collector_runs() -> None:
     finally:
         gc.set_threshold(*before)
         (gc.enable if enabled else gc.disable)()
+
+
+def test_a_fed_back_input_a_mutating_kind_amplifies_is_explained_on_its_inputs_before_the_call() -> None:
+    """mutate_input fed a grown value one rounding step off eager's: the sine of the updated
+    input differs past the tolerance, explained on both sides' inputs as they were before the
+    call (the call updates them in place)."""
+    program = Program(seed=6, kinds=["pointwise", "mutate_input"], width=15, channels=2, spatial=3, hidden=4)
+    program.steps = [programs.Step("pointwise", "fresh", 4, value_seed=0),
+                     programs.Step("mutate_input", "feedback", 4, value_seed=1, ref=0, hold=True),
+                     programs.Step("pointwise", "fresh", 4, value_seed=2, recheck=True)]
+    grown = torch.full((4, 15), 131072.0)  # a step of float32 is 1/64 here
+
+    def compile_fn(fn: Any) -> Any:
+        if fn is execute.pointwise:
+            def compiled(x: Any) -> Any:
+                out = grown.clone()
+                out[2, 7] += 1 / 64
+                return out
+            return compiled
+        return fn
+
+    run = execute.ProgramRun(program, "cpu", backend="eager")
+    run.compile_fn = compile_fn
+    run.cases["pointwise"] = execute.Case(compile_fn(execute.pointwise), lambda x: grown.clone())
+    result = run.run()
+    assert result["status"] == "ok" and result["amplified"] == [1], result

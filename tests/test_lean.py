@@ -124,6 +124,7 @@ class FakeManager(ct.CUDAGraphTreeManager):
         self.grace_replay_input_check = None  # stock's execute_node (grace.trees: the hardened one)
         self.grace_stale_outputs = None  # stock's end of a path and of a call (grace.stale_outputs)
         self.grace_adopted_grads = None  # stock's autograd adoption of .grad (grace.grad_copies)
+        self.grace_eager = None  # stock's runs without a graph (grace.trees.EagerFallback)
 
     def record_function(self, new_inputs: list[Any], function_id: Any) -> Any:
         self.events.append(("record", function_id.id))

@@ -2,8 +2,9 @@
 ``grace.config.mutated_inputs`` each gets a graph, and every call leaves the caller's tensors and
 the outputs as eager does, for fresh, reused and aliased inputs and a mutated input that is also
 returned; ``x = f(x)`` as stock's graph of the same function without the mutation. With the
-option off, stock's refusal stands (each test's premise). A mutated input off alignment keeps its
-mutation with any switch on, the option off."""
+option off, stock's refusal stands (each test's premise), and a refused function fed an
+overwritten graph output raises. A mutated input off alignment keeps its mutation with any switch
+on, the option off."""
 
 from __future__ import annotations
 
@@ -74,6 +75,16 @@ def _both(fn: Callable, make_inputs: Callable[[int], list[torch.Tensor]], calls:
             out[on] = (differences, _graphs(), counters["inductor"]["cudagraph_skips"])
         _fresh()
     return out
+
+
+def bump(x: torch.Tensor) -> torch.Tensor:
+    """Updates its input in place and returns a function of the result."""
+    x.mul_(0.5).add_(1.0)
+    return torch.sin(x) * 2
+
+
+def other(x: torch.Tensor) -> torch.Tensor:
+    return torch.cos(x) + x
 
 
 def _rand(*shape: int) -> torch.Tensor:
@@ -172,13 +183,6 @@ def test_a_graph_output_fed_in_gives_eager_outputs() -> None:
     the call's graph took its memory, raises the tree's overwritten-output error on reading
     (invariant 6), never wrong values."""
 
-    def bump(x: torch.Tensor) -> torch.Tensor:
-        x.mul_(0.5).add_(1.0)
-        return torch.sin(x) * 2
-
-    def other(x: torch.Tensor) -> torch.Tensor:
-        return torch.cos(x) + x
-
     import grace.config
 
     _fresh()
@@ -207,6 +211,38 @@ def test_a_graph_output_fed_in_gives_eager_outputs() -> None:
         assert _graphs() >= 1
     _fresh()
     assert compared >= 5, f"only {compared} of 10 calls ran (the rest raised before the call)"
+
+
+def test_an_overwritten_output_fed_to_a_refused_function_raises() -> None:
+    """With the option off, a function that mutates an input the tree does not manage runs its
+    compiled code without a graph (stock's refusal). Fed another graph's output that a later
+    replay overwrote, every call raises the tree's overwritten-output error, as reading that
+    output does, and a fresh input still gets eager's values. (The compiled code's kernel
+    launcher read the overwritten input first and the process died with SIGSEGV.)"""
+
+    import grace.config
+
+    _fresh()
+    raised = 0
+    with grace.config.patch(mutated_inputs=False, scg_force="graph"):
+        bump_c, other_c = torch.compile(bump, mode="reduce-overhead"), torch.compile(other, mode="reduce-overhead")
+        for k in range(6):
+            fresh = _rand(N)
+            expected = bump(fresh.clone())
+            torch.testing.assert_close(bump_c(fresh), expected, msg=lambda m: f"call {k}: {m}")
+            stale = other_c(_rand(N))
+            other_c(_rand(N))
+            try:
+                stale.sum()
+            except RuntimeError:
+                pass
+            else:
+                continue  # not overwritten at this call (a warm-up's outputs stay readable)
+            with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+                bump_c(stale)
+            raised += 1
+    _fresh()
+    assert raised >= 3, f"an overwritten output was fed in {raised} of 6 calls"
 
 
 def test_a_mutated_input_off_alignment_keeps_its_mutation() -> None:

@@ -438,9 +438,11 @@ def drift_reference(eager_fn: Callable[..., Any], fed: list[Any], eager_args: li
     ``x = f(x)`` chains feed compiled outputs back in; they differ from eager's by rounding
     within the tolerance, and a chain through a mutated buffer grows the values until that
     rounding is whole units (at 2e8 a float32 step is 16), which softmax turns into completely
-    different probabilities. The difference is then the input's, not this call's. It is, only
-    if the compiled side's input (``fed``, copied to the host before the call) is close to
-    eager's under the tolerance of the step that produced it, and the compiled outputs are close
+    different probabilities (and the sine of a value grown to 6e4 differs by 0.016 for one step of
+    its argument). The difference is then the input's, not this call's. It is, only if the
+    compiled side's input (``fed``, copied to the host before the call) is close to eager's
+    (``eager_args``, copied before the call where the function mutates them) under the
+    tolerance of the step that produced it, and the compiled outputs are close
     to the eager reference run again on that same input; a wrong kernel, or an input overwritten
     before the call, fails one of the two. The reference returned is what a held output of the
     step is rechecked against later.
@@ -564,10 +566,13 @@ class ProgramRun:
             step = dataclasses.replace(step, mode="fresh", ref=None)
         args = self.compiled_side.inputs(index, step, self.program, self.device)
         # a fed-back input is a compiled output: it may differ from eager's by rounding, which an
-        # ill-conditioned function amplifies past the tolerance (see drift_reference)
-        fed = [_host_copy(a) for a in args] if step.mode == "feedback" and step.kind in PURE_KINDS else None
+        # ill-conditioned function amplifies past the tolerance (see drift_reference); a kind that
+        # mutates its input is checked on the inputs as they were before the call
+        mutates = KINDS[step.kind].mutates_input
+        drift_checked = step.mode == "feedback" and (step.kind in PURE_KINDS or mutates)
+        fed = [_host_copy(a) for a in args] if drift_checked else None
         # the storages a mutating kind updates in place: held outputs over them change in eager too
-        mutated = {_storage_of(a) for a in args} - {None} if KINDS[step.kind].mutates_input else set()
+        mutated = {_storage_of(a) for a in args} - {None} if mutates else set()
         try:
             out_c = as_tensors(case.compiled(*args))
         except RuntimeError as e:
@@ -584,6 +589,7 @@ class ProgramRun:
         if self.watch is not None:
             self.watch.returned(index, out_c)
         eager_args = self.eager_side.inputs(index, step, self.program, self.device)
+        eager_fed = [_host_copy(a) for a in eager_args] if fed is not None and mutates else eager_args
         out_e = self.eager_call(case, eager_args)
         self.synchronize()
         tol = KINDS[step.kind].tolerance
@@ -596,12 +602,12 @@ class ProgramRun:
             if self.watch is not None:
                 self.watch.mismatched(index, out_c, out_e, tol)
             again = None if fed is None else drift_reference(
-                case.eager, fed, eager_args, out_c, tol, KINDS[self.program.steps[index - 1].kind].tolerance, self.device)
+                case.eager, fed, eager_fed, out_c, tol, KINDS[self.program.steps[index - 1].kind].tolerance, self.device)
             if again is None:
                 raise
             self.amplified.append(index)
             out_e = again  # what a held output of this step is rechecked against
-        del eager_args
+        del eager_args, eager_fed
         for name, c, e in case.states():
             try:
                 compare(name, c, e, tol)
