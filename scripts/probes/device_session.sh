@@ -54,10 +54,10 @@
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
 #        T3TKE TKE's under pt2-cg and grace-mutated-inputs (run <T3RUN>-tke)
-#   STAGE=33 PRUN=<date> [CRASH_SEEDS="..."] T=<left> bash .diag/device_session.sh
-#        diagnostics: scripts/probes/upstream_leak.py on two upstream tests that leave a pool block live under
-#        all-mut-lean-copy (GPU 0), and the differential test's programs that crashed under all-lean-copy replayed
-#        side by side with faulthandler on (GPU 1)
+#   STAGE=33 PRUN=<date> [SEEDS="..."] T=<left> bash .diag/device_session.sh
+#        diagnostics: scripts/probes/eager_fallback_overwritten.py under stock and all-lean-copy (GPU 0), then the
+#        differential test's programs SEEDS (those that crashed or drifted) replayed under all-lean-copy side by side
+#        (GPU 1)
 #   STAGE=32 TPRUN=<date>-tp [TP4_FIRST=1] [SPLIT_MODES=1] T=<left> bash .diag/device_session.sh
 #        tensor parallelism, one round (scripts/run_tp_experiments.sh): TP 2 of TP2_WORKLOADS on GPUs 0,1 and TP 1 of
 #        each TP1_WORKLOADS on GPUs 2 and 3 side by side for half the call, then TP 4 of TP4_WORKLOADS on all four
@@ -412,15 +412,15 @@ case "$STAGE" in
     fi
     wait
     ;;
-  33)  # diagnostics: the pool block left live at tearDown under the mutated-inputs option, and the programs that crashed
+  33)  # diagnostics: a refused function fed an overwritten output, stock and GraCE; the programs that crashed or drifted
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
-    MUT=$("$PY" -m grace.report.upstream --env all-mut-lean-copy)
-    ( for t in test_mutation_cudagraph_managed_tensors_backend_inductor test_mutation_cudagraph_managed_tensor_warn_only_once_backend_inductor; do
-        env CUDA_VISIBLE_DEVICES=${G[0]} $MUT timeout 240 "$PY" scripts/probes/upstream_leak.py .upstream "CudaGraphTreeTests.$t" \
-          > "$P/leak.$t.txt" 2>&1
-      done ) &
-    for seed in ${CRASH_SEEDS:-64696017 64696025}; do  # the differential test's programs, replayed with faulthandler on
+    ( env CUDA_VISIBLE_DEVICES=${G[0]} GRACE_DISABLE=1 timeout 300 "$PY" scripts/probes/eager_fallback_overwritten.py \
+        > "$P/eager_fallback.stock.txt" 2>&1
+      env CUDA_VISIBLE_DEVICES=${G[0]} $ALC timeout 300 "$PY" scripts/probes/eager_fallback_overwritten.py \
+        > "$P/eager_fallback.all-lean-copy.txt" 2>&1 ) &
+    # the differential test's programs, replayed with faulthandler on (20261128-s32-diff: crashes, then drift)
+    for seed in ${SEEDS:-71217001 71217008 71217011 71217019 71217000 71776049}; do
       env CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} $ALC timeout $(( $(left) - 30 )) "$PY" -m grace.difftest run-one --seed "$seed" \
         --device cuda --max-steps 600 --kinds "$K" > "$P/replay.$seed.all-lean-copy.txt" 2>&1 &
     done
