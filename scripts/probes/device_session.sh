@@ -152,7 +152,7 @@ case "$STAGE" in
       D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
       # every CUDA test of the project but the benchmark's (stage 3), one file a process
       for t in trees lean pi pi_tree scg cgct layout_race; do
-        gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+        gpu_next; CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -v -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
       done
     fi
     # the in-place reduction's race, launch by launch: the plain kernel, and ordered by grace.layout_race's barrier
@@ -218,7 +218,7 @@ case "$STAGE" in
         if [ -n "${TRUN:-}" ]; then  # with TRUN, first the CUDA tests named in TESTS (default: the PI tree's)
           D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
           for t in ${TESTS:-pi_tree}; do
-            CUDA_VISIBLE_DEVICES=${G[0]} timeout 300 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1
+            CUDA_VISIBLE_DEVICES=${G[0]} timeout 300 "$PY" -m pytest -v -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1
           done
         fi
         harness_checks "${G[0]}"
@@ -241,7 +241,7 @@ case "$STAGE" in
     if [ -n "${TRUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
       D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
       ( for t in ${TESTS:-scg pi_tree}; do
-          CUDA_VISIBLE_DEVICES=${G[0]} timeout 300 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1
+          CUDA_VISIBLE_DEVICES=${G[0]} timeout 300 "$PY" -m pytest -v -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1
         done ) &
       G=("${G[@]:1}")
     fi
@@ -381,7 +381,7 @@ case "$STAGE" in
     if [ -n "${TRUN:-}" ]; then  # and the CUDA tests TESTS (default: the race ordering's), on the first GPU after its share
       D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
       for t in ${TESTS:-layout_race}; do
-        CUDA_VISIBLE_DEVICES=${G[0]} timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+        CUDA_VISIBLE_DEVICES=${G[0]} timeout 450 "$PY" -m pytest -v -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
       done
     fi
     if [ -n "${T3RUN:-}" ]; then  # Table 3's copies for the training workloads that draw random numbers, on the second GPU
@@ -398,7 +398,7 @@ case "$STAGE" in
     D=results/raw/gpu_checks/${TRUN:?}; mkdir -p "$D"
     for t in ${TESTS:-trees lean pi pi_tree scg cgct layout_race mutated_inputs}; do
       GPU=${G[$((n % ${#G[@]}))]}; n=$((n + 1))
-      CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -q -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
+      CUDA_VISIBLE_DEVICES=$GPU timeout 450 "$PY" -m pytest -v -rs tests/test_${t}_cuda.py > "$D/test_${t}_cuda.log" 2>&1 &
     done
     if [ -n "${T3RUN:-}" ]; then
       ( export CUDA_VISIBLE_DEVICES=${G[$(( ${#G[@]} - 1 ))]}
