@@ -94,6 +94,7 @@ class CountingLean(LeanDispatch):
 class FakeFunction:
     def __init__(self, fid: int) -> None:
         self.mutated_input_idxs: list[int] = []
+        self.static_input_idxs: list[int] = []
         self.model = lambda inputs, fid=fid: [("eager", fid)]
 
 
@@ -329,3 +330,44 @@ def test_run_hands_a_backward_calls_outputs_to_the_adopted_gradient_notes(mode: 
     notes = manager.grace_adopted_grads = _NotesCalls()
     out = manager.run([object()], f0)
     assert notes.calls == (["before", ("noted", list(out))] if noted else ["before"])
+
+
+def _outcome(seed: int, eager: bool, inputs: list[Any]) -> tuple[Any, dict]:
+    """The patched ``run`` on random tree state ``seed``, with the manager's eager fallback
+    (``grace.trees.EagerFallback``) or stock's: its output or error, and the state after."""
+    from grace.trees import EagerFallback
+
+    rng = random.Random(seed)
+    manager, nodes, fids = random_tree(rng, lean=rng.random() < 0.5)
+    if eager:
+        manager.grace_eager = EagerFallback(manager.ids_to_funcs)
+    fid = rng.choice(fids)
+    try:
+        out: Any = manager.run(list(inputs), fid)
+    except RuntimeError as e:
+        out = f"raised: {str(e)[:60]}"
+    return out, manager.snapshot(nodes)
+
+
+def test_the_eager_fallback_changes_nothing_but_raising_for_an_overwritten_input() -> None:
+    """On random tree states: with readable inputs the tree's eager fallback gives stock's output
+    and state; with an input a replay overwrote, every call stock would run without a graph
+    raises the tree's error instead, leaving the tree as stock's fallback leaves it, and every
+    other call is as stock's."""
+    import torch
+
+    overwritten = torch.ones(4)
+    torch._C._set_storage_access_error_msg(overwritten, "accessing tensor output of CUDAGraphs that has been "
+                                                        "overwritten by a subsequent run")
+    fell_back = 0
+    for seed in range(1500):
+        readable = [torch.ones(4), 3]
+        assert _outcome(seed, True, readable) == _outcome(seed, False, readable), f"seed {seed}"
+        (hardened, state), (stock, stock_state) = (_outcome(seed, e, [overwritten, 3]) for e in (True, False))
+        if isinstance(stock, list) and stock and stock[0][0] == "eager":
+            fell_back += 1
+            assert hardened.startswith("raised: accessing tensor output"), f"seed {seed}: {hardened}"
+            assert state == stock_state, f"seed {seed}: the tree as stock's fallback left it"
+        else:
+            assert (hardened, state) == (stock, stock_state), f"seed {seed}"
+    assert fell_back > 50, f"only {fell_back} of 1500 calls reached an eager fallback"
