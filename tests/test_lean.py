@@ -367,6 +367,8 @@ def test_the_eager_fallback_changes_nothing_but_raising_for_an_overwritten_input
         if isinstance(stock, list) and stock and stock[0][0] == "eager":
             fell_back += 1
             assert hardened.startswith("raised: accessing tensor output"), f"seed {seed}: {hardened}"
+            # as stock's fallback left the tree, but for what ``run`` notes after a call returns
+            state.pop("pending backward"), stock_state.pop("pending backward")
             assert state == stock_state, f"seed {seed}: the tree as stock's fallback left it"
         else:
             assert (hardened, state) == (stock, stock_state), f"seed {seed}"
