@@ -98,13 +98,17 @@ def test_fresh_inputs_get_a_graph_and_eager_values() -> None:
     assert differences == [] and graphs >= 1 and skips == 0
 
 
-def test_reused_inputs_accumulate_as_in_eager() -> None:
+@pytest.mark.parametrize("switches", [dict(scg_force="graph"), dict(scg=False, pi=False), dict(scg=False, pi=True)],
+                         ids=["scg-deciding-pi", "copy-back-alone", "pi-alone"])
+def test_reused_inputs_accumulate_as_in_eager(switches: dict[str, Any]) -> None:
+    """The same tensors at every call, updated in place: eager's values, with SCG choosing
+    whether the graph uses PI (as by default), and with each way fixed."""
     kept = [_rand(N), _rand(N), _rand(N)]
     twins = [x.clone() for x in kept]
     import grace.config
 
     _fresh()
-    with grace.config.patch(mutated_inputs=True, scg_force="graph"):
+    with grace.config.patch(mutated_inputs=True, **switches):
         compiled = torch.compile(tke_like, mode="reduce-overhead")
         for _ in range(6):
             got = compiled(*kept)
