@@ -1,4 +1,11 @@
-"""The graphs recorded in torch's CUDA graph trees, for reports, SCG's profiles and tests."""
+"""torch's CUDA graph trees as GraCE reads and hardens them.
+
+Read: the recorded graphs and their pools, for reports, SCG's profiles and tests. Hardened, with
+any GraCE switch on (:func:`hardened`): no cyclic garbage collection while the tree snapshots
+liveness or restores its allocator, and the inputs of a replay, a warm-up, a recording or a run
+without a graph read before the tree acts on them, so that an input a replay overwrote raises
+the tree's error with the tree as it was.
+"""
 
 from __future__ import annotations
 
