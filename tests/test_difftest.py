@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import subprocess
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -1090,3 +1091,38 @@ def test_a_fed_back_input_a_mutating_kind_amplifies_is_explained_on_its_inputs_b
     run.cases["pointwise"] = execute.Case(compile_fn(execute.pointwise), lambda x: grown.clone())
     result = run.run()
     assert result["status"] == "ok" and result["amplified"] == [1], result
+
+
+def test_a_crash_or_a_hang_is_placed_at_the_step_the_child_had_begun(tmp_path: Path) -> None:
+    """The child's step file names where a crash left no result line (and where a child was
+    killed at its timeout); a crash after an ok line is the teardown's, at no step."""
+    from grace.difftest.runner import timeout_result
+    from grace.difftest.step_file import StepWriter, read_step
+
+    path = tmp_path / "step"
+    assert read_step(path) is None and read_step(None) is None
+    write = StepWriter(path)
+    write(123, programs.Step("train_keep", "fresh", 2, value_seed=0))
+    write(5, programs.Step("alias", "fresh", 2, value_seed=0))
+    assert read_step(path) == (5, "alias"), "a shorter line overwrites a longer one"
+    crashed = parse_child("Fatal Python error: Segmentation fault\n", -11, 4, read_step(path))
+    assert (crashed["status"], crashed["step"], crashed["kind"]) == ("crash", 5, "alias")
+    assert crashed["detail"].startswith("step 5 (alias): ") and "SIGSEGV" in crashed["detail"]
+    late = parse_child(json.dumps({"seed": 4, "status": "ok", "calls": 3, "step": None, "detail": ""}), -11, 4,
+                       read_step(path))
+    assert late["step"] is None and "after reporting ok" in late["detail"]
+    hung = timeout_result(4, 300, read_step(path))
+    assert (hung["step"], hung["kind"]) == (5, "alias") and hung["detail"].startswith("step 5 (alias): ")
+
+
+def test_a_child_writes_each_step_it_begins(tmp_path: Path) -> None:
+    """The real child, as the parent starts it: its step file holds its last step."""
+    from grace.difftest import step_file
+
+    path = tmp_path / "step"
+    env = {**os.environ, step_file.ENV: str(path), "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "grace.difftest", "run-one", "--seed", "0", "--device", "cpu",
+                           "--backend", "eager", "--max-steps", "3", "--kinds", "pointwise"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert step_file.read_step(path) == (2, "pointwise")

@@ -22,10 +22,12 @@ import argparse
 import faulthandler
 import gc
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
+from grace.difftest import step_file
 from grace.difftest.programs import DEFAULT_MAX_STEPS, OPT_IN_KINDS, generate, parse_kinds
 from grace.difftest.runner import CONFIGURATIONS, RUN_BY_DEFAULT
 
@@ -119,6 +121,8 @@ def run_one(args: argparse.Namespace) -> int:
 
         probes = Probes(parse_probes(args.probe)).install()
         on_step, watch = probes.step_marker, probes.watch  # each probe line follows the step it belongs to
+    elif os.environ.get(step_file.ENV):  # the parent's record of where this child is
+        on_step = step_file.StepWriter(os.environ[step_file.ENV])
     result = run_program(program, args.device, args.backend, on_step, watch)
     print(json.dumps(result, sort_keys=True), flush=True)
     return 0

@@ -3,8 +3,8 @@
 Every (seed, configuration) runs in its own child process (``python -m grace.difftest run-one``)
 with the configuration's environment from :data:`grace.report.upstream.CONFIGURATIONS`, which
 GraCE reads at interpreter start. A child prints one JSON line; the parent adds ``crash`` (the
-child died by a signal, or without its line, or failed after reporting ok) and ``timeout``.
-A run writes, under its output folder:
+child died by a signal, or without its line, or failed after reporting ok) and ``timeout``,
+placed at the step the child had begun (:mod:`grace.difftest.step_file`). A run writes, under its output folder:
 
 - ``results.jsonl``: one line per (seed, configuration), appended as each child ends;
 - ``summary.csv``: ``configuration,programs,calls,ok,mismatch,error,crash,timeout,worse_than_stock``;
@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
+from grace.difftest import step_file
 from grace.difftest.programs import DEFAULT_MAX_STEPS, default_kinds
+from grace.difftest.step_file import read_step
 from grace.paths import REPO_ROOT
 from grace.report import upstream
 
@@ -142,9 +144,11 @@ def child_env(config: str, scratch: Path, gpu: str | None = None,
 
 # A child's result.
 
-def parse_child(output: str, returncode: int | None, seed: int) -> dict[str, Any]:
+def parse_child(output: str, returncode: int | None, seed: int,
+                last_step: tuple[int, str] | None = None) -> dict[str, Any]:
     """The child's JSON line, corrected by how it ended: a missing line or a death by signal is
-    a crash; so is a non-zero exit after an ok line (an abort at teardown)."""
+    a crash; so is a non-zero exit after an ok line (an abort at teardown). A crash without a
+    result line is placed at ``last_step``, the step the child had begun (its step file)."""
     reported = None
     for line in reversed(output.splitlines()):
         line = line.strip()
@@ -161,7 +165,9 @@ def parse_child(output: str, returncode: int | None, seed: int) -> dict[str, Any
     how = _exit_words(returncode)
     detail = f"exited {how} after reporting ok" if reported else f"{how}, no result line: {_tail(output)}"
     calls = reported["calls"] if reported else 0
-    return {"seed": seed, "status": "crash", "calls": calls, "step": None, "kind": None, "detail": detail,
+    step, kind = (None, None) if reported or last_step is None else last_step
+    where = "" if step is None else f"step {step} ({kind}): "
+    return {"seed": seed, "status": "crash", "calls": calls, "step": step, "kind": kind, "detail": where + detail,
             "error_kind": f"crash: {how}", "expected": 0, "expected_detail": []}
 
 
@@ -178,9 +184,11 @@ def _tail(output: str, lines: int = 3) -> str:
     return " | ".join(line.strip() for line in output.strip().splitlines()[-lines:])[:400]
 
 
-def timeout_result(seed: int, seconds: float) -> dict[str, Any]:
-    return {"seed": seed, "status": "timeout", "calls": 0, "step": None, "kind": None,
-            "detail": f"still running after {seconds:.0f} s", "error_kind": "timeout",
+def timeout_result(seed: int, seconds: float, last_step: tuple[int, str] | None = None) -> dict[str, Any]:
+    step, kind = (None, None) if last_step is None else last_step
+    where = "" if step is None else f"step {step} ({kind}): "
+    return {"seed": seed, "status": "timeout", "calls": 0, "step": step, "kind": kind,
+            "detail": f"{where}still running after {seconds:.0f} s", "error_kind": "timeout",
             "expected": 0, "expected_detail": []}
 
 
@@ -505,8 +513,9 @@ class Campaign:
         cmd = [sys.executable, "-m", "grace.difftest", *child_args(seed, self.settings)]
         gpu = self.gpus[self.children_started % len(self.gpus)] if len(self.gpus) > 1 else None
         self.children_started += 1
-        process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                                   env=child_env(config, scratch, gpu, self.out / "scratch" / "compile" / config),
+        env = child_env(config, scratch, gpu, self.out / "scratch" / "compile" / config)
+        env[step_file.ENV] = str((scratch / "step").resolve())
+        process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env,
                                    start_new_session=True)
         self.running.append(Child(seed, config, process, time.monotonic(), log, log_file, scratch))
 
@@ -515,11 +524,11 @@ class Campaign:
             returncode = child.process.poll()
             if returncode is None and time.monotonic() - child.started > self.settings.timeout:
                 self.kill(child)
-                self.finish(child, timeout_result(child.seed, self.settings.timeout))
+                self.finish(child, timeout_result(child.seed, self.settings.timeout, read_step(child.scratch / "step")))
             elif returncode is not None:
                 child.log_file.close()
                 output = child.log.read_text(errors="replace")
-                self.finish(child, parse_child(output, returncode, child.seed))
+                self.finish(child, parse_child(output, returncode, child.seed, read_step(child.scratch / "step")))
 
     def kill(self, child: Child) -> None:
         """The child's whole session (it and its compile workers): it was started as its own."""
