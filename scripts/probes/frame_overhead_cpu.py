@@ -1,0 +1,79 @@
+"""What Dynamo's frame costs a steady call beyond its guards, on the CPU (no GPU needed).
+
+A compiled call enters Dynamo's ``compile_wrapper`` and the C eval frame, which evaluate the
+cache entry's guards and run the entry's transformed bytecode; that bytecode calls the backend's
+compiled function (AOTAutograd's wrappers, then the backend). This probe times, back to back
+with one thread, for a one-operator function compiled with ``aot_eager`` (Dynamo's and
+AOTAutograd's layers exactly as with Inductor; the backend runs the FX graph eagerly):
+
+- the compiled call;
+- the cache entry's guard check (``GuardManagerWrapper.check``) then its transformed bytecode,
+  called as a plain function: what a frame-level fast path could do at most;
+- each of those two alone, and the function eagerly.
+
+The difference between the first two is what Dynamo's frame adds beyond its guards; the second
+minus the eager call is what AOTAutograd's wrappers and the backend call add.
+
+    python scripts/probes/frame_overhead_cpu.py [--calls 3000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import types
+from collections.abc import Callable
+
+import torch
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    return x.sin() + 1
+
+
+def per_call_us(call: Callable[[], object], calls: int, rounds: int) -> float:
+    """The median over ``rounds`` of the mean time of ``calls`` calls, in microseconds."""
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    compiled = torch.compile(f, backend="aot_eager")
+    x = torch.randn(8)
+    with torch.no_grad():
+        for _ in range(5):
+            compiled(x)
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        entries = _debug_get_cache_entry_list(f.__code__)
+        if len(entries) != 1:
+            raise SystemExit(f"expected one cache entry, found {len(entries)}")
+        guards, code = entries[0].guard_manager, entries[0].code
+        transformed = types.FunctionType(code, f.__globals__, "transformed")
+        if not (guards.check({"x": x}) and torch.equal(transformed(x), compiled(x))):
+            raise SystemExit("the guard check or the transformed bytecode does not match the compiled call")
+        rows = {
+            "compiled call": lambda: compiled(x),
+            "guard check, then transformed bytecode": lambda: (guards.check({"x": x}), transformed(x)),
+            "guard check alone": lambda: guards.check({"x": x}),
+            "transformed bytecode alone": lambda: transformed(x),
+            "eager": lambda: f(x),
+        }
+        print(f"torch {torch.__version__}; {args.calls} calls a round, median of {args.rounds} rounds, one thread")
+        for name, call in rows.items():
+            print(f"{name:40s} {per_call_us(call, args.calls, args.rounds):7.2f} us")
+
+
+if __name__ == "__main__":
+    main()
