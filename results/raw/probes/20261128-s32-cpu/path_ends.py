@@ -1,11 +1,13 @@
 import sys, timeit, weakref
-sys.path.insert(0, __import__("os").path.dirname(__file__))
+sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "20261127-s23-cpu", "dnet_tree"))
 import emulate as emu, torch
 import torch._inductor.cudagraph_trees as ct
 from grace import stale_outputs as so
 from grace.tree_liveness import CachedOutputLiveness
 torch.set_num_threads(1)
 inputs, call, mgr = emu.build(17)
+mgr.grace_eager = None
+mgr.current_node.grace_copy_back = None
 node = mgr.current_node
 # as the hardened node makes its weak references to cached outputs
 for i, ref in enumerate(node.outputs_weakrefs):

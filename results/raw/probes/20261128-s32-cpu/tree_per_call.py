@@ -8,14 +8,16 @@ import sys
 import time
 import weakref
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "20261127-s23-cpu", "dnet_tree"))
 import emulate as emu  # noqa: E402
 import torch  # noqa: E402
 import torch._inductor.cudagraph_trees as ct  # noqa: E402
 
 torch.set_num_threads(1)
 inputs, call, mgr = emu.build(17)
-if emu.PATCHED:
+if emu.PATCHED:  # what the patches added to the manager and the node since emulate.py was written
+    mgr.grace_eager = None
+    mgr.current_node.grace_copy_back = None
     from grace.tree_liveness import CachedOutputLiveness
 
     node = mgr.current_node
