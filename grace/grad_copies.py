@@ -97,7 +97,7 @@ class AdoptedGrads:
         self._task = _current_graph_task_id()
         if id(node) != self._node:  # nodes of one pass are alive together: their ids differ
             self._node = id(node)
-            self._leaves.extend(fn.variable for fn, _ in node.next_functions if type(fn) is _AccumulateGrad)
+            self._leaves += [fn.variable for fn, _ in node.next_functions if type(fn) is _AccumulateGrad]
         for out in outputs:
             if isinstance(out, torch.Tensor):
                 self._storages.add(out.untyped_storage().data_ptr())
