@@ -28,10 +28,13 @@ def _fresh() -> None:
 
 
 def tke_like(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    """Updates two of its arrays in place, as pyhpc's TKE does, and returns a reduction."""
+    """Updates two of its arrays in place, as pyhpc's TKE does, and returns a function of them.
+    Elementwise: a sum's rounding differs between eager's order and a Triton reduction's by up
+    to 15 times ``assert_close``'s float32 tolerance once the arrays grow over calls (the CPU,
+    orders compared), which is no part of what these tests check."""
     a.add_(b * c)
     c.mul_(0.5).add_(a)
-    return (a * 2 + c).sum()
+    return a * 2 + c
 
 
 def _graphs() -> int:
