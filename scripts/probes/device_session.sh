@@ -49,7 +49,7 @@
 #        stale-output guard's storage mark, a configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
 #        CUDA tests TESTS beside them; with T3RUN=<date>-table3, Table 3's copies per replay for the training workloads
 #        that draw random numbers (T3_WORKLOADS), resumable with the same T3RUN
-#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3TKE=1]] [UEXTRA=all-mut-lean-copy] SHARDS=5 T=590 bash .diag/device_session.sh
+#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3_MODES=...] [T3TKE=1]] [UEXTRA=all-mut-lean-copy] SHARDS=5 T=590 bash .diag/device_session.sh
 #        upstream under every configuration of --list (and UEXTRA's), with the project's CUDA tests (TESTS) spread over
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
@@ -402,7 +402,7 @@ case "$STAGE" in
     done
     if [ -n "${T3RUN:-}" ]; then
       ( export CUDA_VISIBLE_DEVICES=${G[$(( ${#G[@]} - 1 ))]}
-        RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-DR-T,DGPT2,STCLM,BSCG,XLNET-T,MTCG-T} \
+        RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-DR-T,DGPT2,STCLM,BSCG,XLNET-T,MTCG-T} MODES=${T3_MODES:-pt2-cg,grace-cgct-pi} \
           REPEAT=5 COVERAGE=0 bash scripts/run_table3_pi_copy_debug.sh --resume --compile-together \
           --stop-after $(( $(left) - 200 )) --end-after $(( $(left) - 60 )) > "$OUT/table3.$STAGE.log" 2>&1
         # and TKE with functions that mutate copied inputs recorded, against PT2-CG
