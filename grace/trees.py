@@ -158,9 +158,9 @@ class EagerFallback:
     ``CUDAGraphTreeManager._run`` runs a function's compiled code directly where it gives the
     function no graph: one that mutates an input the tree does not manage, one past its
     re-record limit, and one SCG keeps out. An input there may be a graph output that a later
-    replay overwrote, fed back. Reading it raises the tree's overwritten-output error; but the
-    compiled code's first read of it is Inductor's static kernel launcher calling its
-    ``data_ptr`` from C++, which does not check for the error and dereferences the missing
+    replay overwrote, fed back. Reading it raises the tree's overwritten-output error; but where
+    the compiled code first reads it in a Triton kernel's launch, Inductor's static launcher
+    calls its ``data_ptr`` from C++, does not check for the error and dereferences the missing
     result: the process dies with SIGSEGV. Each run here first reads the data pointer of every
     non-static tensor input, so the error reaches the caller as a Python exception. Parameters
     and buffers (static inputs) are never graph outputs and are not read. The inputs read are
