@@ -100,8 +100,12 @@ PY=$(bash scripts/python.sh)
 "$PY" -c 'import expecttest' 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --target /tmp/grace-upstream-site \
   .upstream/expecttest-*.whl > "$OUT/expecttest.$STAGE.log" 2>&1
 export PYTHONPATH=/tmp/grace-upstream-site${PYTHONPATH:+:$PYTHONPATH}
-upstream_bg() {
-  ( CONFIGS="$("$PY" -m grace.report.upstream --list) ${UEXTRA:-}" SHARDS=${SHARDS:-4} STEP=upstream UPSTREAM_RUN=${URUN:?} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
+upstream_bg() {  # every configuration of --list, UEXTRA's, and any other the run's folder already holds (a resumed run)
+  local listed extra
+  listed=$("$PY" -m grace.report.upstream --list)
+  extra=$(ls -d results/raw/upstream_cudagraph_trees/${URUN:?}/*/ 2>/dev/null | xargs -rn1 basename | grep -vxF -f <(tr ' ' '\n' <<< "$listed") | tr '\n' ' ')
+  ( CONFIGS="$listed $(tr ' ' '\n' <<< "${UEXTRA:-} $extra" | grep . | sort -u | tr '\n' ' ')" SHARDS=${SHARDS:-4} STEP=upstream \
+      UPSTREAM_RUN=$URUN UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
       bash scripts/gpu_trust_checks.sh > "$OUT/upstream.$STAGE.log" 2>&1 ) &
 }
 UP="results/raw/upstream_cudagraph_trees/${URUN:-none} results/processed/upstream_cudagraph_trees.csv results/processed/upstream_cudagraph_trees_differ.md"
