@@ -167,11 +167,10 @@ class CopyBack:
             torch._foreach_copy_(dsts, srcs)
 
     def _taken_by_outputs(self, t: torch.Tensor) -> bool:
-        if t.numel() == 0:
+        span = _span(t) if t.numel() > 0 else None
+        if span is None:
             return False
-        storage = t.untyped_storage()
-        start = storage.data_ptr()
-        end = start + storage.nbytes()
+        start, end = span
         return any(s < end and start < e for s, e in self.output_spans)
 
 

@@ -54,13 +54,11 @@ graph wrote there: ``y = f(x); g(y)`` with ``g`` recorded or replayed as a new r
    shares its storage: where ``grace.config.copy_grads`` did not give it its own memory first
    (the switch off, a leaf it does not note), the next accumulation into it raises instead of
    summing into memory the next backward overwrote.
-3. Where a path ends, an output nobody but the tree holds costs three counter reads in one
-   pass over the node's outputs (:func:`_any_held`): its storage's use count, its
-   ``TensorImpl``'s and its Python reference count. Only a node where one of them counts a
-   holder gets the full tests: :func:`_held_indices`, where the counts decide a Python
-   reference beyond the tree's (which the tree's own test calls live on the same count) and
-   the tree's test runs only for a C++ holder (an autograd save, a view's base), and
-   :func:`_shared_indices`, another tensor on the output's storage. An output held through its
+3. Where a path ends, an output costs two counter reads (:func:`_held_indices`) where they
+   decide: a tensor nobody but the tree holds, and one a Python reference beyond the tree's
+   holds, which the tree's own test calls live on the same count; the test runs only for a C++
+   holder (an autograd save, a view's base). One more counter read, its storage's use count
+   (:func:`_shared_indices`), finds another tensor on its storage. An output held through its
    own tensor at a generation's end, as in any loop ``out = f(x)`` (the last ``out`` is alive
    during the call), costs besides one weak reference, one ``detach`` and the cached-tensor
    registry's update, and its marking when the call returns, whose message is formatted once
@@ -131,12 +129,12 @@ class StaleOutputGuard:
         recordings and those noted on the path before (invariant 1)."""
         pending = self._pending
         for near in node._path_from_root:
-            if near.cached_tensor_outputs and _any_held(near):
+            traces = near.stack_traces
+            if near.cached_tensor_outputs:
                 _note_and_swap_held(near, pending)
             recorded = near.tensor_weakrefs
             if recorded.count(None) == len(recorded):
                 continue  # every recording output noted or dead already, as after a path's first end
-            traces = near.stack_traces
             for i in range(len(recorded)):
                 if recorded[i] is not None:
                     # noted once, or dead for good: either way a None from here on, which stock's
@@ -211,28 +209,6 @@ def _note_and_swap_held(node: Any, pending: list[tuple[Any, Optional[str]]]) -> 
         # its memory: the tensor is marked, as stock marks a warm-up's
         pending.append((weakref.ref(cached[i]), trace))
         cached[i] = _swap_cached_output(cached[i])
-
-
-def _any_held(node: Any) -> bool:
-    """Whether :func:`_held_indices` or :func:`_shared_indices` may find an output of ``node``:
-    their counter reads in one pass, False only where both would find none (the common end of
-    a path, every output dropped), True at the first output either might count."""
-    cached, refs = node.cached_tensor_outputs, node.outputs_weakrefs
-    for i in range(len(cached)):
-        out = cached[i]
-        if out is None:
-            continue
-        ref = refs[i]
-        if ref is None or _storage_use_count(ref.ref.cdata) > _TREE_STORAGE_HOLDERS:
-            return True
-        check = ref.extra_ref_check
-        if type(check) is not CachedOutputLiveness:
-            return True
-        uses = out._use_count()
-        # the list, ``out`` and getrefcount's argument, as in _held_indices
-        if getrefcount(out) > 3 + (uses > 1) or uses > check.made_with:
-            return True
-    return False
 
 
 def _owns_memory(storage: Any) -> bool:

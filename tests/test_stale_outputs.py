@@ -379,29 +379,3 @@ def test_the_overwritten_output_message_is_the_trees_and_formatted_once_per_stac
             y.sum()
     for t in node.cached_tensor_outputs:
         torch._C._remove_cached_tensor(t)
-
-
-def test_the_one_pass_test_finds_an_output_wherever_the_full_test_may() -> None:
-    """``_any_held`` is False only where neither ``_held_indices`` nor ``_shared_indices`` finds
-    an output: for each kind of holder alone, and with none."""
-    from grace.stale_outputs import _any_held, _held_indices, _shared_indices
-
-    def agrees(node: _Node) -> bool:
-        return _any_held(node) == bool(_held_indices(node) or _shared_indices(node))
-
-    node = _Node(3, hardened=True)
-    assert not _any_held(node) and agrees(node)
-    w = torch.ones(16, requires_grad=True)
-    holders = [lambda: node.cached_tensor_outputs[1],  # a Python holder
-               lambda: node.cached_tensor_outputs[1][2:],  # a view
-               lambda: w * node.cached_tensor_outputs[1],  # an autograd save, from C++
-               lambda: torch.empty(0).set_(node.cached_tensor_outputs[1].untyped_storage())]  # its storage alone
-    for make in holders:
-        held = make()
-        assert _any_held(node) and agrees(node)
-        del held
-        assert not _any_held(node) and agrees(node)
-    stock = _Node(2)
-    assert _any_held(stock), "an output without the hardened test takes the full test"
-    for t in node.cached_tensor_outputs + stock.cached_tensor_outputs:
-        torch._C._remove_cached_tensor(t)

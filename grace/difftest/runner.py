@@ -165,10 +165,17 @@ def parse_child(output: str, returncode: int | None, seed: int,
     how = _exit_words(returncode)
     detail = f"exited {how} after reporting ok" if reported else f"{how}, no result line: {_tail(output)}"
     calls = reported["calls"] if reported else 0
-    step, kind = (None, None) if reported or last_step is None else last_step
-    where = "" if step is None else f"step {step} ({kind}): "
+    step, kind, where = _placed(None if reported else last_step)
     return {"seed": seed, "status": "crash", "calls": calls, "step": step, "kind": kind, "detail": where + detail,
             "error_kind": f"crash: {how}", "expected": 0, "expected_detail": []}
+
+
+def _placed(last_step: tuple[int, str] | None) -> tuple[int | None, str | None, str]:
+    """A result's step, kind and the detail's prefix naming them, from a child's step file."""
+    if last_step is None:
+        return None, None, ""
+    step, kind = last_step
+    return step, kind, f"step {step} ({kind}): "
 
 
 def _exit_words(returncode: int | None) -> str:
@@ -185,8 +192,7 @@ def _tail(output: str, lines: int = 3) -> str:
 
 
 def timeout_result(seed: int, seconds: float, last_step: tuple[int, str] | None = None) -> dict[str, Any]:
-    step, kind = (None, None) if last_step is None else last_step
-    where = "" if step is None else f"step {step} ({kind}): "
+    step, kind, where = _placed(last_step)
     return {"seed": seed, "status": "timeout", "calls": 0, "step": step, "kind": kind,
             "detail": f"{where}still running after {seconds:.0f} s", "error_kind": "timeout",
             "expected": 0, "expected_detail": []}

@@ -208,7 +208,6 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
     """
     from torch._inductor.compile_fx import get_input_idxs_to_check
     from torch._inductor.utils import align_inputs_from_check_idxs
-    from torch.utils._ordered_set import OrderedSet
 
     given, model = model, innermost(model)  # a module loaded again after a reset may carry our earlier wrapper
     match = re.fullmatch(r"partition_(\d+)", getattr(model, "__name__", ""))
@@ -219,7 +218,7 @@ def _unwrap_partition(model: Callable[..., Any], inputs: list[Any], static_input
     if any(isinstance(v, int) for v in inputs):
         return False  # the slot serves every value of a symbolic size, some of which may want graphs
     check = input_alignment.inputs_to_check(given, get_input_idxs_to_check(inputs, static_input_idxs))
-    direct = align_inputs_from_check_idxs(model, check, OrderedSet(mutated_input_idxs))
+    direct = align_inputs_from_check_idxs(model, check, input_alignment.mutations_copied_back(mutated_input_idxs))
     if backward_of is not None:
         direct = _running_backward(direct, weakref.ref(backward_of))
     if direct is not model:
