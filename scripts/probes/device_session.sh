@@ -54,7 +54,7 @@
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
 #        T3TKE TKE's under pt2-cg and grace-mutated-inputs (run <T3RUN>-tke)
-#   STAGE=33 PRUN=<date> [SEEDS="..."] T=<left> bash .diag/device_session.sh
+#   STAGE=33 PRUN=<date> [SEEDS="..."] [URUN=<date>-u] [ULRUN=<date>-ul] T=<left> bash .diag/device_session.sh
 #        diagnostics: scripts/probes/eager_fallback_overwritten.py under stock and all-lean-copy (GPU 0), then the
 #        differential test's programs SEEDS (those that crashed or drifted) replayed under all-lean-copy side by side
 #        (GPU 1)
@@ -416,7 +416,12 @@ case "$STAGE" in
     fi
     wait
     ;;
-  33)  # diagnostics: a refused function fed an overwritten output, stock and GraCE; the programs that crashed or drifted
+  33)  # diagnostics: a refused function fed an overwritten output, stock and GraCE; the programs that crashed or drifted;
+      # with URUN / ULRUN, what those upstream runs have left, beside them
+    [ -n "${URUN:-}" ] && upstream_bg
+    [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
+        STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
+        bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     ( env CUDA_VISIBLE_DEVICES=${G[0]} GRACE_DISABLE=1 timeout 300 "$PY" scripts/probes/eager_fallback_overwritten.py \
