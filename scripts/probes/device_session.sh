@@ -397,8 +397,14 @@ case "$STAGE" in
     "$PY" scripts/probes/upstream_repeat.py --summarize "$P"/repeat.${TEST##*.}.*.jsonl > "$P/repeat.${TEST##*.}.summary.txt" 2>&1
     ;;
   31)  # upstream, every configuration; beside it the CUDA tests and, with T3RUN, Table 3's random-drawing rows
-    upstream_bg
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"; n=0
+    # Table 3's benchmarks fill their GPU's memory (three processes of 40+ GiB): with two GPUs or more, the upstream
+    # tests keep off the last one, where they ran out of memory beside them
+    if [ -n "${T3RUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
+      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:0:$(( ${#G[@]} - 1 ))}") upstream_bg
+    else
+      upstream_bg
+    fi
     D=results/raw/gpu_checks/${TRUN:?}; mkdir -p "$D"
     for t in ${TESTS:-trees lean pi pi_tree scg cgct layout_race mutated_inputs}; do
       GPU=${G[$((n % ${#G[@]}))]}; n=$((n + 1))
