@@ -7,7 +7,7 @@
 #   UPSTREAM_DIR=.upstream bash scripts/run_upstream_cudagraph_tests.sh
 #
 # UPSTREAM_DIR holds test_cudagraph_trees.py and expecttest's wheel (PyTorch's BSD-licensed test
-# file is never committed here: copy ../shared/upstream into an ignored folder). CONFIGS picks
+# file is never committed here: copy both into an ignored folder, docs/upstream_cudagraph_trees.md). CONFIGS picks
 # configurations (default: grace/report/upstream.py's RUN_BY_DEFAULT, `python -m
 # grace.report.upstream --list`; `--list-all` names every one), RUN_ID the folder under results/raw/upstream_cudagraph_trees/.
 #
@@ -31,7 +31,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/python.sh) || { bash scripts/setup.sh >/dev/null && PY=$(bash scripts/python.sh); } || exit 2
 UPSTREAM_DIR=$(cd "${UPSTREAM_DIR:-.upstream}" 2>/dev/null && pwd) || {
-  echo "run_upstream_cudagraph_tests: UPSTREAM_DIR=${UPSTREAM_DIR:-.upstream} not found (copy ../shared/upstream there)" >&2; exit 2; }
+  echo "run_upstream_cudagraph_tests: UPSTREAM_DIR=${UPSTREAM_DIR:-.upstream} not found (copy test_cudagraph_trees.py and expecttest's wheel there: docs/upstream_cudagraph_trees.md)" >&2; exit 2; }
 [ -f "$UPSTREAM_DIR/test_cudagraph_trees.py" ] || { echo "run_upstream_cudagraph_tests: no test_cudagraph_trees.py in $UPSTREAM_DIR" >&2; exit 2; }
 "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || {
   echo "run_upstream_cudagraph_tests: no CUDA GPU; these tests need one" >&2; exit 2; }

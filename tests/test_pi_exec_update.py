@@ -9,8 +9,8 @@ import struct
 from grace.pi.exec_update import CopyNode, ExecPatch, KernelNode, OpaqueNode, Site, scan
 from grace.pi.plan import Placeholder
 
-A = Placeholder(input_index=0, data_ptr=0x7F00_0000_0000, span=4096, copy_bytes=4096)
-B = Placeholder(input_index=2, data_ptr=0x7F00_0001_0000, span=256, copy_bytes=256)
+A = Placeholder(input_index=0, data_ptr=0x7F00_0000_0000, storage_bytes=4096, copy_bytes=4096)
+B = Placeholder(input_index=2, data_ptr=0x7F00_0001_0000, storage_bytes=256, copy_bytes=256)
 
 
 def ptr(address: int) -> bytes:
@@ -27,12 +27,12 @@ def test_plain_and_struct_pointer_arguments_become_sites_with_their_offsets() ->
 
 
 def test_a_word_just_past_a_placeholder_is_no_pointer_into_it() -> None:
-    assert scan([KernelNode(0, "k", (ptr(A.data_ptr + A.span),))], [A, B]).sites == []
+    assert scan([KernelNode(0, "k", (ptr(A.data_ptr + A.storage_bytes),))], [A, B]).sites == []
 
 
 def test_copies_sets_and_unreadable_nodes_block() -> None:
     copy = CopyNode(4, "memcpy", ((A.data_ptr - 64, 128), (0x9000, 128)))
-    result = scan([copy, CopyNode(5, "memset", ((B.data_ptr + B.span, 64),))], [A, B])
+    result = scan([copy, CopyNode(5, "memset", ((B.data_ptr + B.storage_bytes, 64),))], [A, B])
     assert result.blocked == {0: ["memcpy node 4"]}, "a range that starts where B ends does not reach it"
     opaque = scan([OpaqueNode(7, "CU_GRAPH_NODE_TYPE_GRAPH")], [A, B])
     assert opaque.blocked == {0: ["CU_GRAPH_NODE_TYPE_GRAPH node 7"], 2: ["CU_GRAPH_NODE_TYPE_GRAPH node 7"]}

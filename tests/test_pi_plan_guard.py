@@ -8,8 +8,8 @@ import torch
 from grace.pi.guard import InputLayout, ReplayGuard, span_bytes
 from grace.pi.plan import Placeholder, Reference, Slot, plan_graph
 
-P0 = Placeholder(input_index=0, data_ptr=0x1000, span=4096, copy_bytes=4096)
-P2 = Placeholder(input_index=2, data_ptr=0x9000, span=256, copy_bytes=256)
+P0 = Placeholder(input_index=0, data_ptr=0x1000, storage_bytes=4096, copy_bytes=4096)
+P2 = Placeholder(input_index=2, data_ptr=0x9000, storage_bytes=256, copy_bytes=256)
 
 
 def test_an_input_read_only_through_slots_is_indirected() -> None:

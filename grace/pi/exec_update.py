@@ -108,7 +108,7 @@ def scan(nodes: Sequence[GraphNode], placeholders: Sequence[Placeholder]) -> Sca
         elif isinstance(node, CopyNode):
             for address, size in node.ranges:
                 for p in placeholders:
-                    if address < p.data_ptr + max(p.span, 1) and p.data_ptr < address + size:
+                    if address < p.data_ptr + max(p.storage_bytes, 1) and p.data_ptr < address + size:
                         block(p.input_index, f"{node.kind} node {node.index}")
         else:
             for p in placeholders:

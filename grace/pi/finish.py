@@ -149,13 +149,13 @@ def scan_kept_graph(rec: Recording, node: Any) -> tuple[Any, GraphPlan, list[Any
     """
     from grace.pi import exec_update
 
-    placeholders = list(rec.tracked.values())
+    placeholders = list(rec.placeholders.values())
     try:
         graph = exec_update.read_graph(node.graph.raw_cuda_graph())
         found = exec_update.scan(graph.nodes, placeholders)
     except Exception as e:  # noqa: BLE001 - an unreadable graph keeps every copy
         found = exec_update.Scan([], {t.input_index: [f"graph not read ({type(e).__name__}: {e})"]
-                                      for t in rec.tracked.values()})
+                                      for t in rec.placeholders.values()})
         graph = None
     for i, reasons in found.blocked.items():
         for why in reasons:
@@ -180,7 +180,7 @@ def why_untrusted(rec: Recording, captured: Captured, plan: GraphPlan, pointers:
     else:
         unverifiable = None
     return check.validate(captured, plan, pointers, placeholder_ptrs,
-                          [t.input_index for t in rec.tracked.values()], unverifiable, rec.random)
+                          [t.input_index for t in rec.placeholders.values()], unverifiable, rec.random)
 
 
 def deploy(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,
@@ -209,7 +209,7 @@ def rerecord(rec: Recording, node_name: str, plan: GraphPlan, why: str, what: st
     it again stock."""
     log.warning("PI %s: recorded again without indirection: %s (%s)", node_name, why, what)
     report.add(report.GraphRecord.copying_all(node_name, "none (recorded again, stock)", plan.copy_bytes_before,
-                                              {t.input_index: why for t in rec.tracked.values()}))
+                                              {t.input_index: why for t in rec.placeholders.values()}))
     return Finished(None, rerecord=why)
 
 
@@ -218,19 +218,19 @@ def recorded_stock(rec: Recording, node_name: str, why: str) -> None:
     start, each input keeping its copy for ``why``."""
     log.info("PI %s: recorded stock: %s", node_name, why)
     report.add(report.GraphRecord.copying_all(node_name, "none (recorded stock)", plan_of(rec).copy_bytes_before,
-                                              {t.input_index: why for t in rec.tracked.values()}))
+                                              {t.input_index: why for t in rec.placeholders.values()}))
 
 
 def every_input_copied(rec: Recording, why: str) -> GraphPlan:
     """The plan that keeps every copy, each input's reason ``why``."""
-    return plan_graph(list(rec.tracked.values()), [],
-                      [Reference(p.data_ptr, "other", why) for p in rec.tracked.values()])
+    return plan_graph(list(rec.placeholders.values()), [],
+                      [Reference(p.data_ptr, "other", why) for p in rec.placeholders.values()])
 
 
 def placeholder_pointers(rec: Recording) -> list[int]:
     """Per input index, its placeholder's address (0 where it has none): what the graph reads
     as captured, and the table's values for the tree's first replay."""
-    by_input = {t.input_index: t.data_ptr for t in rec.tracked.values()}
+    by_input = {t.input_index: t.data_ptr for t in rec.placeholders.values()}
     out = [0] * (max(by_input) + 1)
     for i, p in by_input.items():
         out[i] = p
@@ -239,7 +239,7 @@ def placeholder_pointers(rec: Recording) -> list[int]:
 
 def plan_of(rec: Recording) -> GraphPlan:
     """The per-input decisions for the slots handed out and the reasons noted so far."""
-    placeholders = list(rec.tracked.values())
+    placeholders = list(rec.placeholders.values())
     references = [Reference(p.data_ptr, "other", "; ".join(rec.blocked[p.input_index]))
                   for p in placeholders if p.input_index in rec.blocked]
     return plan_graph(placeholders, rec.slots, references)

@@ -33,7 +33,7 @@ class Recording:
     """One node's capture: placeholders by storage identity, slots handed out, and uses seen."""
 
     device: Any
-    tracked: dict[int, Placeholder]  # storage cdata -> the placeholder of that storage
+    placeholders: dict[int, Placeholder]  # storage cdata -> the placeholder of that storage
     layouts: dict[int, InputLayout]  # input index -> what the recorded kernels assume of it
     table_storage: Any  # strategy "ptx" only
     slots: list[Slot] = field(default_factory=list)
@@ -66,7 +66,7 @@ class Recording:
 
         if not isinstance(arg, torch.Tensor) or arg.device != self.device:
             return None
-        return self.tracked.get(arg.untyped_storage()._cdata)
+        return self.placeholders.get(arg.untyped_storage()._cdata)
 
     def _owner(self, arg: Any) -> tuple[int, int] | None:
         t = self.owner_of(arg)
@@ -117,7 +117,7 @@ class Recording:
         trusted and :func:`grace.pi.tree_hook.record` captures it again with every launch stock.
         """
         out_storages = {o.untyped_storage()._cdata for o in captured.outputs if hasattr(o, "untyped_storage")}
-        for cdata, t in self.tracked.items():
+        for cdata, t in self.placeholders.items():
             if cdata in out_storages:  # the output would come back with the placeholder's bytes
                 self.block(t.input_index, "an output aliases it")
             if t.input_index in captured.mutated_input_idxs:

@@ -25,11 +25,13 @@ ReferenceKind = Literal["vendor-kernel", "triton-kernel", "memcpy", "memset", "o
 
 @dataclass(frozen=True)
 class Placeholder:
-    """A non-static input's recording buffer: the bytes PT2-CG copies into before each replay."""
+    """A non-static input's recording buffer: the bytes PT2-CG copies into before each replay.
+    Capture reads it (which launches and operators touch these bytes); the replay checks the
+    caller's tensor against the same input's :class:`grace.pi.guard.InputLayout` instead."""
 
     input_index: int
     data_ptr: int
-    span: int  # bytes of the placeholder's storage from data_ptr (the tree allocates it alone, at offset 0)
+    storage_bytes: int  # bytes of the placeholder's storage from data_ptr (the tree allocates it alone, at offset 0)
     copy_bytes: int  # bytes PT2-CG's copy moves per replay (numel * itemsize)
 
 
@@ -85,7 +87,7 @@ class GraphPlan:
 def owner(placeholders: Sequence[Placeholder], address: int) -> Placeholder | None:
     """The placeholder whose recorded bytes contain ``address``."""
     for p in placeholders:
-        if p.data_ptr <= address < p.data_ptr + max(p.span, 1):
+        if p.data_ptr <= address < p.data_ptr + max(p.storage_bytes, 1):
             return p
     return None
 

@@ -107,13 +107,13 @@ def start_warmup(model: Any, inputs: Sequence[Any], static_input_idxs: Sequence[
 
     if not is_inductor_generated(model):
         return None
-    tracked: dict[int, int] = {}
+    by_storage: dict[int, int] = {}
     if strategy() == PTX:
         static = set(static_input_idxs)
-        tracked = {t.untyped_storage()._cdata: i for i, t in enumerate(inputs)
+        by_storage = {t.untyped_storage()._cdata: i for i, t in enumerate(inputs)
                    if i not in static and isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() != 0
                    and t.untyped_storage().data_ptr() not in managed_data_ptrs}
-    return Warmup(tracked, model)
+    return Warmup(by_storage, model)
 
 
 def record(node: Any, model: Any, inputs: list[Any],
@@ -174,20 +174,20 @@ def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Se
     if chosen != EXEC_UPDATE:  # the two table strategies write the table on every replay
         table_write_mode()
     alignment = ALIGNMENT if chosen == PTX else VENDOR_ALIGNMENT
-    tracked: dict[int, Placeholder] = {}
+    placeholders: dict[int, Placeholder] = {}
     layouts: dict[int, InputLayout] = {}
     for i in non_static_input_idx:
         t = inputs[i]
         if not isinstance(t, torch.Tensor) or t.untyped_storage().data_ptr() == 0:
             continue
         nbytes = t.untyped_storage().nbytes()
-        tracked[t.untyped_storage()._cdata] = Placeholder(i, t.data_ptr(), nbytes, t.numel() * t.element_size())
+        placeholders[t.untyped_storage()._cdata] = Placeholder(i, t.data_ptr(), nbytes, t.numel() * t.element_size())
         layouts[i] = InputLayout.of(i, t, alignment)
-    if not tracked:
+    if not placeholders:
         return None
     storage = torch.zeros(TABLE_CAPACITY, dtype=torch.int64, device=device) if chosen == PTX else None
     has_rng = any(isinstance(x, torch.Generator) for x in inputs)
-    return Recording(torch.device(device), tracked, layouts, storage, has_rng=has_rng, strategy=chosen)
+    return Recording(torch.device(device), placeholders, layouts, storage, has_rng=has_rng, strategy=chosen)
 
 
 def new_graph(device: Any, inputs: Sequence[Any], keep_graph: bool = False) -> Any:

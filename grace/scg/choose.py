@@ -53,6 +53,7 @@ def pi_choice(strategy: str) -> Choice:
         raise ValueError(f"no SCG choice for PI strategy {strategy!r}; known: {', '.join(_BY_STRATEGY)}")
     return _BY_STRATEGY[strategy]
 
+
 def check_force(force: str) -> None:
     """Refuse a ``grace.config.scg_force`` value that is none of its values, by name
     (:mod:`grace.option_values`)."""

@@ -326,8 +326,8 @@ case "$STAGE" in
     CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} GRACE_LOGS=info TORCHINDUCTOR_WORKER_SUPPRESS_LOGGING=0 \
       TORCHINDUCTOR_WORKER_LOGPATH="$P/compile_workers.BERT.log" timeout $(( $(left) - 30 )) "$PY" \
       scripts/probes/compile_profile.py --workload BERT --mode grace-cgct > "$P/compile_profile.BERT.workers.txt" 2>&1 &
-    ( # four copies at once on one GPU, twice: the load session 26's differential run had (16 programs over
-      # four GPUs), under which two of its reads came back stale and alone none do
+    ( # four copies at once on one GPU, twice: the load of a differential run of 16 programs over four GPUs,
+      # under which two of its reads came back stale and alone none do
       for round in 1 2; do
         for i in 1 2 3 4; do
           # shellcheck disable=SC2086
@@ -435,7 +435,7 @@ case "$STAGE" in
         > "$P/eager_fallback.stock.txt" 2>&1
       env CUDA_VISIBLE_DEVICES=${G[0]} $ALC timeout 300 "$PY" scripts/probes/eager_fallback_overwritten.py \
         > "$P/eager_fallback.all-lean-copy.txt" 2>&1 ) &
-    # the differential test's programs, replayed with faulthandler on (20261128-s32-diff: crashes, then drift)
+    # the differential test's programs, replayed with faulthandler on (by default those that crashed, then drifted)
     for seed in ${SEEDS:-71217001 71217008 71217011 71217019 71217000 71776049}; do
       env CUDA_VISIBLE_DEVICES=${G[$((1 % ${#G[@]}))]} $ALC timeout $(( $(left) - 30 )) "$PY" -m grace.difftest run-one --seed "$seed" \
         --device cuda --max-steps 600 --kinds "$K" > "$P/replay.$seed.all-lean-copy.txt" 2>&1 &
