@@ -40,18 +40,22 @@ from typing import Any
 class LeanDispatch:
     """One per tree manager (``CUDAGraphTreeManager.grace_lean``)."""
 
-    __slots__ = ("_executing", "_no_path", "_success", "_config", "_dynamo_config")
+    __slots__ = ("_executing", "_no_path", "_success", "_force_warmup", "_skip_warmup", "_inline_modules")
 
     def __init__(self) -> None:
         import torch._dynamo.config as dynamo_config
         from torch._inductor import config
         from torch._inductor.cudagraph_trees import CheckInvariantStatus, ExecutionState
 
+        from grace.lean.config_reads import ConfigRead
+
         self._executing = ExecutionState.EXECUTION
         self._no_path = ExecutionState.NONE
         self._success = CheckInvariantStatus.SUCCESS
-        self._config = config
-        self._dynamo_config = dynamo_config
+        # the settings _run reads, read as it reads them on every call (grace.lean.config_reads)
+        self._force_warmup = ConfigRead(config, "triton.force_cudagraphs_warmup")
+        self._skip_warmup = ConfigRead(config, "triton.skip_cudagraph_warmup")
+        self._inline_modules = ConfigRead(dynamo_config, "inline_inbuilt_nn_modules")
 
     def replay(self, manager: Any, new_inputs: list[Any], function_id: Any) -> Any:
         """The replayed node's outputs, or None: ``manager._run`` decides this call."""
@@ -59,11 +63,9 @@ class LeanDispatch:
         if (state is not self._executing and state is not self._no_path) or function_id in manager.grace_no_graph_functions:
             return None
         # _run's warm-up test; no code runs between its two passes, so one reading holds for both
-        triton = self._config.triton
-        if triton.force_cudagraphs_warmup or not (function_id in manager.warmed_up_functions
-                                                  or triton.skip_cudagraph_warmup):
+        if self._force_warmup() or not (function_id in manager.warmed_up_functions or self._skip_warmup()):
             return None
-        counted = not self._dynamo_config.inline_inbuilt_nn_modules  # re-record limits apply
+        counted = not self._inline_modules()  # re-record limits apply
         node = manager.current_node
         if node is not None:
             if not self._may_replay(manager, node.id, function_id, counted):
