@@ -6,7 +6,8 @@ deciding so once per node and function. Inductor's static kernel launcher then r
 tensor's ``data_ptr()`` from C++, and the error that raises (the tree's overwritten-output error)
 is not checked there: the process dies by SIGSEGV. GraCE, with any switch on, reads those inputs
 first (``patches/scg/0013``). Each pattern runs in a child process, so that a crash ends only it;
-one line per pattern: ``raised``, ``ran`` (the call read the tensor without an error) or the
+one line per pattern: per call ``raised``, ``ran`` (the call read the tensor without an error),
+``ran on overwritten values`` (and the tensor no longer held what the function returned) or the
 signal that killed the child.
 
     GRACE_DISABLE=1 python scripts/probes/eager_fallback_overwritten.py     # stock
@@ -20,8 +21,8 @@ import subprocess
 import sys
 
 PATTERNS = {
-    "warm-up": "the fed tensor an output of a warm-up that a new generation ended",
-    "replay": "the fed tensor an output of a replay that the next call overwrote",
+    "generations": "the fed tensor the last generation's output, which this generation's first call wrote over: "
+                   "a warm-up's in the first call, a recording's in the second, a replay's from the third on",
 }
 
 
@@ -42,19 +43,21 @@ def run_pattern(pattern: str) -> str:
     bump_c, other_c = torch.compile(bump, mode="reduce-overhead"), torch.compile(other, mode="reduce-overhead")
     x = torch.randn(64, device="cuda")
     seen = []
-    for _ in range(5 if pattern == "warm-up" else 8):
+    for i in range(8):
         mark()
         stale = other_c(x)
+        held = stale.clone()  # what the function returned, to tell an overwrite
         bump_c(torch.randn(64, device="cuda"))  # the refusal decided under the current node
-        if pattern == "warm-up":
-            mark()
-        other_c(x)
+        mark()  # a new generation: its first call replays (or warms up) where ``stale`` is
+        other_c(x + i + 1)
         try:
             bump_c(stale)
             torch.cuda.synchronize()
-            seen.append("ran")
         except RuntimeError as e:
             seen.append("raised" if "overwritten" in str(e) else f"raised {str(e).splitlines()[0][:60]}")
+            continue
+        # it ran: on what the function had returned, bumped, or on what the next call wrote there
+        seen.append("ran" if torch.allclose(stale, held * 0.5 + 1.0) else "ran on overwritten values")
     return ", ".join(seen)
 
 
