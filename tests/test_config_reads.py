@@ -225,3 +225,38 @@ def test_a_lean_nodes_run_reads_through_its_settings_object() -> None:
         with unittest.mock.patch("torch.cuda.synchronize", lambda: pytest.fail("synchronized")):
             node.run([])
     assert node.checked == 1
+
+
+@pytest.mark.parametrize("sizes", [None, (), (3,), ((2, 5), 7)], ids=["all", "none", "one", "tuples"])
+def test_the_capture_size_test_answers_as_stocks(sizes) -> None:
+    import torch._inductor.cudagraph_trees as ct
+
+    from grace.lean.config_reads import CaptureSizes
+
+    test = CaptureSizes()
+    with inductor_config.patch({"triton.cudagraph_capture_sizes": sizes}):
+        for key in (None, 3, 7, (2, 5), (5, 2), 4):
+            assert test.includes(key) == ct.is_cudagraph_capture_sizes(key), key
+
+
+def test_a_wrapper_made_with_lean_replay_asks_its_capture_size_test() -> None:
+    """``patches/lean_replay/0003``: with the switch on, ``deferred_cudagraphify`` asks the
+    wrapper's ``CaptureSizes``; a call whose sizes are not captured runs the model itself."""
+    import torch._inductor.cudagraph_trees as ct
+
+    import grace.config
+
+    ran = []
+
+    def model(inputs):
+        ran.append(list(inputs))
+        return ["eager"]
+
+    for lean in (True, False):
+        with grace.config.patch(lean_replay=lean):
+            wrapper = ct.cudagraphify_impl(model, [3], static_input_idxs=[])
+        cells = dict(zip(wrapper.__code__.co_freevars, (c.cell_contents for c in wrapper.__closure__)))
+        assert (cells["grace_capture_sizes"] is not None) is lean
+        with inductor_config.patch({"triton.cudagraph_capture_sizes": (4,)}):
+            assert wrapper([3]) == ["eager"]  # int key 3 is not a captured size: no graph, no tree
+    assert ran == [[3], [3]]

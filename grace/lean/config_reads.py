@@ -108,3 +108,30 @@ def node_run_settings() -> NodeRunSettings | None:
     from grace import config
 
     return NodeRunSettings() if config.lean_replay else None
+
+
+class CaptureSizes:
+    """``is_cudagraph_capture_sizes`` of ``torch._inductor.cudagraph_trees``, its setting read
+    through a :class:`ConfigRead` (``cudagraphify_impl``'s ``grace_capture_sizes``, made with
+    the compiled function where lean replay is on)."""
+
+    __slots__ = ("_sizes",)
+
+    def __init__(self) -> None:
+        from torch._inductor import config
+
+        self._sizes = ConfigRead(config, "triton.cudagraph_capture_sizes")
+
+    def includes(self, int_key: Any) -> bool:
+        """Whether the graph for this key of dynamic sizes is captured: every key where the
+        setting is None, else the keys it lists."""
+        sizes = self._sizes()
+        return sizes is None or int_key in sizes
+
+
+def capture_sizes_read() -> CaptureSizes | None:
+    """A compiled function's capture-size test as its wrapper is made: with
+    ``grace.config.lean_replay``, else None and stock's test."""
+    from grace import config
+
+    return CaptureSizes() if config.lean_replay else None
