@@ -80,11 +80,11 @@ def test_every_eager_fallback_of_the_patched_tree_goes_through_it() -> None:
         pytest.skip("GraCE's overlay is not built here (run `make setup`)")
     from torch._inductor import cudagraph_trees as trees
 
-    source = inspect.getsource(trees.CUDAGraphTreeManager._run).splitlines()
-    stock = [i for i, line in enumerate(source) if "return self.ids_to_funcs[function_id].model(new_inputs)" in line]
-    assert len(stock) >= 6, "the fallbacks of _run (stock's three, SCG's three)"
-    for i in stock:
-        assert re.search(r"if self\.grace_eager is not None:", source[i - 2]), source[i - 2 : i + 1]
-        assert "return self.grace_eager.run(new_inputs, function_id)" in source[i - 1]
+    source = inspect.getsource(trees.CUDAGraphTreeManager._run)
+    assert "self.ids_to_funcs[function_id].model(" not in source, "a fallback of _run that skips grace_eager"
+    assert source.count("return self._grace_run_without_graph(new_inputs, function_id)") >= 6, \
+        "the fallbacks of _run (stock's three, SCG's three)"
+    helper = inspect.getsource(trees.CUDAGraphTreeManager._grace_run_without_graph)
+    assert re.search(r"if self\.grace_eager is not None:\s+return self\.grace_eager\.run\(new_inputs, function_id\)", helper)
     assert "self.grace_eager = eager_fallback(self.ids_to_funcs)" in inspect.getsource(
         trees.CUDAGraphTreeManager.__init__)

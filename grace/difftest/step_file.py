@@ -30,10 +30,8 @@ class StepWriter:
         os.pwrite(self._fd, f"{index} {step.kind}".ljust(_WIDTH).encode(), 0)
 
 
-def read_step(path: Optional[Path]) -> Optional[tuple[int, str]]:
+def read_step(path: Path) -> Optional[tuple[int, str]]:
     """The step a child was at when it ended, or None (no file, nothing written yet)."""
-    if path is None:
-        return None
     try:
         index, kind = path.read_text().split()
         return int(index), kind

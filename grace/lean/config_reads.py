@@ -28,30 +28,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch.utils import _config_module
+
+# ConfigModule's marker of an entry's unset value (None on a torch without one: invariant 3)
+_UNSET = getattr(_config_module, "_UNSET_SENTINEL", None)
+
 
 class ConfigRead:
     """One config entry, read exactly as ``getattr(module, name)`` reads it (dotted ``name`` for
     a sub-config: ``"triton.force_cudagraphs_warmup"``)."""
 
-    __slots__ = ("_module", "_path", "_entry", "_unset", "_knobs")
+    __slots__ = ("_module", "_path", "_entry")
 
     def __init__(self, module: Any, name: str) -> None:
-        from torch.utils import _config_module
-
         self._module = module
         self._path = tuple(name.split("."))
-        self._entry, self._unset = _simple_entry(module, name)
-        self._knobs = _config_module  # whose justknobs_check __getattr__ calls, looked up per call as there
+        self._entry = _simple_entry(module, name)
 
     def __call__(self) -> Any:
         entry = self._entry
         if entry is None or entry.hide:
             return self.read_through_module()
         value = entry.user_override
-        if value is not self._unset:
+        if value is not _UNSET:
             return value
-        if entry.justknob is not None:
-            return self._knobs.justknobs_check(name=entry.justknob, default=entry.default)
+        if entry.justknob is not None:  # looked up per call, as __getattr__ looks it up
+            return _config_module.justknobs_check(name=entry.justknob, default=entry.default)
         return entry.default
 
     def read_through_module(self) -> Any:
@@ -67,26 +69,22 @@ class ConfigRead:
         return self._entry is not None
 
 
-def _simple_entry(module: Any, name: str) -> tuple[Any, Any]:
-    """The entry ``name`` of ``module`` and the module's unset sentinel where invariant 1 holds,
-    else (None, None)."""
-    from torch.utils import _config_module
-
-    unset = getattr(_config_module, "_UNSET_SENTINEL", None)
+def _simple_entry(module: Any, name: str) -> Any:
+    """The entry ``name`` of ``module`` where invariant 1 holds, else None."""
     entries = getattr(module, "_config", None)
-    if unset is None or not isinstance(module, _config_module.ConfigModule) or not isinstance(entries, dict):
-        return None, None
+    if _UNSET is None or not isinstance(module, _config_module.ConfigModule) or not isinstance(entries, dict):
+        return None
     entry = entries.get(name)
     if entry is None:
         raise AttributeError(f"{module.__name__}.{name} does not exist")
     try:
-        simple = (entry.alias is None and entry.env_value_force is unset and entry.env_value_default is unset
+        simple = (entry.alias is None and entry.env_value_force is _UNSET and entry.env_value_default is _UNSET
                   and not isinstance(entry.default, (list, set, dict))
                   and hasattr(entry, "justknob") and hasattr(entry, "user_override") and hasattr(entry, "hide")
                   and callable(getattr(_config_module, "justknobs_check", None)))
     except AttributeError:  # an entry of another shape
-        return None, None
-    return (entry, unset) if simple else (None, None)
+        return None
+    return entry if simple else None
 
 
 class NodeRunSettings:
