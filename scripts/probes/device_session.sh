@@ -17,7 +17,8 @@
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
-#        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU
+#        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU,
+#        then the host's CPU readings of scripts/probes/pregraph_region_cost.py and frame_params_cpu.py
 #   STAGE=21 MRUN=<date>-map PRUN=<date> [TRUN=<date>-tests TESTS=pi_tree] T=<left> bash .diag/device_session.sh
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
@@ -206,7 +207,12 @@ case "$STAGE" in
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     harness_checks "${G[$((1 % ${#G[@]}))]}" &
     # and the artifact's smoke test on a third GPU (behaviour unchanged after a refactor)
-    CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1 &
+    # then, on the host's CPU (the probes run CPU tensors), Dynamo's pre-graph profiler region's cost with lean
+    # replay off and on, and Dynamo's per-call cost against the number of parameter tensors (DenseNet-121 last)
+    ( CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1
+      CUDA_VISIBLE_DEVICES= timeout 200 "$PY" scripts/probes/pregraph_region_cost.py > "$P/pregraph_region_cost.txt" 2>&1
+      CUDA_VISIBLE_DEVICES= timeout 300 "$PY" scripts/probes/frame_params_cpu.py --backend first-outputs --calls 1000 \
+        --rounds 9 > "$P/frame_params.first-outputs.txt" 2>&1 ) &
     CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 20 )) "$PY" -m grace.bench --workloads ${LEAN_WORKLOADS:-EOS,DR-T,micro-mlp16,ALNET,micro-eos} \
       --modes pt2-nocg,pt2-cg,grace-no-lean,grace --repeat ${REPEAT_LEAN:-30} --experiment lean_gain --run-id "${PRUN}-lean" \
       > "$P/lean_gain.log" 2>&1

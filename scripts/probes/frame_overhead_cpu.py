@@ -24,6 +24,7 @@ import statistics
 import time
 import types
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -43,6 +44,17 @@ def per_call_us(call: Callable[[], object], calls: int, rounds: int) -> float:
     return statistics.median(samples)
 
 
+def only_entry(fn: Callable) -> tuple[Any, types.FunctionType]:
+    """The guard manager of the one cache entry Dynamo holds for ``fn``'s code, and the entry's
+    transformed bytecode as a plain function."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    entries = _debug_get_cache_entry_list(fn.__code__)
+    if len(entries) != 1:
+        raise SystemExit(f"expected one cache entry for {fn.__qualname__}, found {len(entries)}")
+    return entries[0].guard_manager, types.FunctionType(entries[0].code, fn.__globals__, "transformed")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000)
@@ -54,13 +66,7 @@ def main() -> None:
     with torch.no_grad():
         for _ in range(5):
             compiled(x)
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-
-        entries = _debug_get_cache_entry_list(f.__code__)
-        if len(entries) != 1:
-            raise SystemExit(f"expected one cache entry, found {len(entries)}")
-        guards, code = entries[0].guard_manager, entries[0].code
-        transformed = types.FunctionType(code, f.__globals__, "transformed")
+        guards, transformed = only_entry(f)
         if not (guards.check({"x": x}) and torch.equal(transformed(x), compiled(x))):
             raise SystemExit("the guard check or the transformed bytecode does not match the compiled call")
         rows = {
