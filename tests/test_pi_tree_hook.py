@@ -1100,10 +1100,53 @@ def _generated_identity() -> Any:
 IDENTITY = _generated_identity()
 
 
+def generated(fn: Any) -> Any:
+    """A ``call(args)`` of a module registered as Inductor's output, which runs ``fn``."""
+    import types
+
+    from torch._inductor.codecache import PyCodeCache
+
+    module = types.ModuleType(f"grace_test_generated_{id(fn)}")
+    module.impl = fn
+    exec("def call(args):\n    return impl(args)\n", module.__dict__)
+    PyCodeCache.modules.append(module)
+    return module.call
+
+
+class RecordNode:
+    """The node ``record`` is handed, on the CPU: its ``reconstructed_inputs`` are views of the
+    recording inputs' memory that do not own it, as the tree makes them, and it allocates
+    recording inputs as the tree does (a copy of each non-static input; the others as given)."""
+
+    def __init__(self, inputs: list[Any], non_static: list[int]) -> None:
+        self.device, self.id, self.grace_pi = "cpu", 5, "unset"
+        self.graph: Any = "graph as the tree made it"
+        self.non_static_input_idx, self.expanded_dims = non_static, [[] for _ in inputs]
+        self.wrapped_function = SimpleNamespace(mutated_input_idxs=[])
+        self.reconstructed_inputs = [self._reconstruct_from_tensor_metadata(self._tensor_metadata(x))
+                                     if isinstance(x, torch.Tensor) else x for x in inputs]
+        self.allocated: list[list[Any]] = []
+
+    @staticmethod
+    def _tensor_metadata(x: torch.Tensor) -> dict[str, Any]:
+        return {"nbytes": x.untyped_storage().nbytes(), "data_ptr": x.untyped_storage().data_ptr(),
+                "size": x.shape, "stride": x.stride(), "dtype": x.dtype, "device": x.device}
+
+    @staticmethod
+    def _reconstruct_from_tensor_metadata(meta: dict[str, Any]) -> torch.Tensor:
+        storage = torch._C._construct_storage_from_data_pointer(meta["data_ptr"], meta["device"], meta["nbytes"])
+        return torch.empty(0, dtype=meta["dtype"]).set_(storage, 0, meta["size"], meta["stride"])
+
+    def _allocate_and_copy_recording_inputs(self, inputs: list[Any]) -> list[Any]:
+        out = [x.clone() if i in self.non_static_input_idx and isinstance(x, torch.Tensor) else x
+               for i, x in enumerate(inputs)]
+        inputs.clear()
+        self.allocated.append(list(out))  # the capture takes ``out`` itself
+        return out
+
+
 def _record_node(x: torch.Tensor) -> Any:
-    return SimpleNamespace(device="cpu", id=5, graph="graph as the tree made it", grace_pi="unset",
-                           non_static_input_idx=[0], expanded_dims=[[]], reconstructed_inputs=[x],
-                           wrapped_function=SimpleNamespace(mutated_input_idxs=[]))
+    return RecordNode([x], non_static=[0])
 
 
 def test_record_captures_once_and_sets_the_node_replay(monkeypatch) -> None:
@@ -1120,23 +1163,93 @@ def test_record_captures_once_and_sets_the_node_replay(monkeypatch) -> None:
     assert capture.calls[0][0] == "graph as the tree made it", "strategy ptx keeps the tree's graph"
 
 
-def test_record_captures_again_stock_on_the_same_placeholders_when_the_check_fails(monkeypatch) -> None:
+def test_record_captures_again_stock_on_placeholders_of_its_own_when_the_check_fails(monkeypatch) -> None:
+    """Strategy ptx releases the placeholders during the capture; a second capture gets new
+    ones with the first's bytes (which the check put back), and the node's reconstructed inputs
+    follow them; an input that is not a placeholder is handed over as it was."""
     import contextlib
 
     from grace.pi import tree_hook
     from grace.pi.tree_hook import Finished, record  # Finished: grace.pi.finish's, as the patch sees it
 
-    x = torch.randn(64)
-    node = _record_node(x)
+    x, static = torch.randn(64), torch.randn(8)
+    node = RecordNode([x, static], non_static=[0])
     monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
     monkeypatch.setattr(tree_hook, "new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
-    capture = _Capture(node, IDENTITY)
-    record(node, IDENTITY, [x], capture)
+    model = generated(lambda args: (args.clear(), ())[1])
+    capture = _Capture(node, model)
+    record(node, model, [x, static], capture)
     (first_graph, first_ids, first_watch), (second_graph, second_ids, second_watch) = capture.calls
-    assert first_ids == second_ids == [id(x)], "the second capture reads the same placeholders"
+    assert first_ids == [id(x), id(static)]
+    (again,) = node.allocated
+    assert second_ids == [id(t) for t in again] and again[1] is static, "new placeholders, the static input as it was"
+    assert again[0] is not x and torch.equal(again[0], x), "with the first placeholders' bytes"
+    assert node.reconstructed_inputs[0].data_ptr() == again[0].data_ptr(), "the tree copies into the new ones"
     assert not isinstance(first_watch, contextlib.nullcontext), "the first capture is watched"
     assert isinstance(second_watch, contextlib.nullcontext), "the second is stock"
     assert second_graph == "a fresh graph" and node.grace_pi is None
+
+
+def test_strategy_ptx_releases_the_placeholders_during_the_capture_and_keeps_their_identity(monkeypatch) -> None:
+    """Only the capture's model holds a placeholder once it starts (so the graph may reuse its
+    memory after its last use, as stock's does); its StorageImpl stays allocated, so that no later
+    buffer's storage can take the identity launches are matched by."""
+    import weakref
+
+    from grace.pi.tree_hook import Finished, record
+
+    x = torch.randn(64)
+    node = _record_node(x)
+    identity = x.untyped_storage()._cdata
+    alive = weakref.ref(x)
+    monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished("the replay"))
+    during: list[tuple[bool, int]] = []
+
+    def model(args: list[Any]) -> Any:
+        args.clear()  # Inductor's code drops its inputs
+        import gc
+
+        gc.collect()
+        later = [torch.empty(64) for _ in range(256)]  # storages allocated after it was freed
+        during.append((alive() is None, identity in {t.untyped_storage()._cdata for t in later}))
+        return ()
+
+    inputs = [x]
+    del x
+    model = generated(model)
+    record(node, model, inputs, _Capture(node, model))
+    ((released, identity_taken),) = during
+    assert released, "the placeholder was freed when the model dropped it"
+    assert not identity_taken, "its StorageImpl was not reused by a later buffer's"
+
+
+def test_strategies_that_match_by_address_hold_every_placeholder_through_the_capture(monkeypatch) -> None:
+    import weakref
+
+    import grace.config
+    from grace.pi import tree_hook
+    from grace.pi.tree_hook import Finished, record
+
+    x = torch.randn(64)
+    node = _record_node(x)
+    alive = weakref.ref(x)
+    monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
+    monkeypatch.setattr(tree_hook, "new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
+    during: list[bool] = []
+
+    def model(args: list[Any]) -> Any:
+        args.clear()
+        during.append(alive() is not None)
+        return ()
+
+    inputs = [x]
+    del x
+    model = generated(model)
+    capture = _Capture(node, model)
+    with grace.config.patch(pi_strategy="exec-update"):
+        record(node, model, inputs, capture)
+    assert during == [True, True], "held through both captures"
+    assert capture.calls[0][1] == capture.calls[1][1] and not node.allocated, "the second reads the same placeholders"
 
 
 def test_record_leaves_a_function_it_does_not_handle_to_one_stock_capture() -> None:
@@ -1196,5 +1309,6 @@ def test_record_captures_again_stock_when_planning_raises(monkeypatch, caplog) -
     with caplog.at_level(logging.WARNING, logger="grace.pi"):
         out = record(node, IDENTITY, [x], capture)
     assert len(capture.calls) == 2 and isinstance(capture.calls[1][2], contextlib.nullcontext)
-    assert node.grace_pi is None and out[0] is x
+    assert node.grace_pi is None and out[0] is node.allocated[0][0] and torch.equal(out[0], x), \
+        "the second capture's outputs, on placeholders of its own"
     assert "planning it raised RuntimeError: instantiation failed" in caplog.text

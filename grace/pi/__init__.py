@@ -21,10 +21,12 @@ Invariants, in the order they are established:
    recorded function run with stock kernels, or the graph is captured again as stock.
 4. Per replay, an input that breaks what the kernels were specialized on (alignment, strides,
    storage offset) or that aliases another input is copied, as PT2-CG does.
-5. The recording inputs, placeholders included, are held by :func:`grace.pi.tree_hook.record`
-   from before the capture until the graph is deployed: a second capture (stock's, where the
-   check of 3 fails) reads the same placeholders, and the graph cannot reuse a placeholder's
-   memory for its own buffers after the input's last use.
+5. Under strategy (1) a placeholder is not held through the capture, so that the graph may
+   reuse its memory after the input's last use, as stock's does; a weak reference keeps its
+   storage's identity (invariant 3 matches by it) until the graph is deployed, and a second
+   capture (stock's, where the check of 3 fails) gets placeholders of its own with the same
+   bytes (:class:`grace.pi.tree_hook.HeldInputs`). Strategies (2) and (3), which match by
+   address, hold every recording input from before the capture until the graph is deployed.
 
 Modules: :mod:`~grace.pi.ptx` (the PTX pass), :mod:`~grace.pi.triton_stage` (the pass inside
 Triton's compiler, keyed by kernel name), :mod:`~grace.pi.launch_args` (which launch arguments

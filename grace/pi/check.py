@@ -27,7 +27,8 @@ class Captured:
     """What one capture left, which planning and the check read.
 
     ``model`` is the function the graph recorded, which the check runs with stock kernels;
-    ``inputs`` are the recording inputs, the placeholders among them, held through the capture."""
+    ``inputs`` are the recording inputs; a placeholder the capture released is the tree's
+    non-owning view of its memory (:class:`grace.pi.tree_hook.HeldInputs`)."""
 
     node: Any
     name: str  # "graph N", for logs and reports

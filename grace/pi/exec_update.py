@@ -14,7 +14,7 @@ Finding the pointers (:func:`scan`): after the capture, every kernel node's argu
 back with their layout (``cuFuncGetParamInfo``), and every 8-byte-aligned word of every
 argument is taken as a possible pointer, so a pointer inside a by-value struct (a CUTLASS
 ``Params``) is found as well as a plain pointer argument. That is sound here because the
-placeholders are held through a PI capture (``grace.pi.tree_hook``): no buffer of the graph can
+placeholders are held through a capture under this strategy (``grace.pi.tree_hook.HeldInputs``): no buffer of the graph can
 sit at a placeholder's address, so a word inside a placeholder's bytes points into that input,
 or is an integer that happens to equal such an address, which the check against stock kernels
 with the inputs moved would catch. An input keeps its copy if a memcpy or memset node touches

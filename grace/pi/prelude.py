@@ -15,7 +15,7 @@ small kernel, whatever the number of nodes.
 
 Where to write: the sites of :func:`grace.pi.exec_update.scan` (every 8-byte word of every
 kernel argument that points into a placeholder; sound because placeholders are held through a
-PI capture), each as a byte offset into its node's parameter buffer (``cuFuncGetParamInfo``).
+capture under this strategy), each as a byte offset into its node's parameter buffer (``cuFuncGetParamInfo``).
 Before the graph is instantiated, each such node is marked device-updatable, which gives its
 device handle, and the prelude gets an edge to every root, so it runs before any kernel and its
 writes take effect in the same launch. A write persists in the executable graph; the prelude

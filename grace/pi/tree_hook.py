@@ -18,12 +18,14 @@ instead of copying their bytes. Three moments, each a call from the patch
    :func:`start_recording` notes each placeholder by its storage's identity and allocates the
    table's device memory, outside the graph's memory pool (a block of the pool that no output
    owns would fail the tree's ``check_memory_pool``, and the table must outlive the capture).
-   :func:`record` holds the recording inputs through this capture, so that a second capture (step 3) reads the same
-   placeholders, and so that the graph cannot put its own buffers in a placeholder's memory
-   after the input's last use (stock lets it: the tree refills placeholders before every
-   replay, but the check of step 3 replays once more, and a placeholder that kept its copy
-   would then hold a buffer's bytes). Launch arguments are still matched to placeholders by
-   storage identity, never by address.
+   Under strategy (1) the capture does not hold the placeholders: the graph may put its own
+   buffers in a placeholder's memory after the input's last use, as stock's capture does (the
+   tree refills placeholders before every replay; the check of step 3, which replays once
+   more, puts their bytes back). A weak reference to each placeholder's storage keeps its
+   identity, by which launch arguments are matched to placeholders, never by address; the
+   other recording inputs are held as stock holds them (:class:`HeldInputs`). Strategies (2) and
+   (3) find their patch sites by address, so they hold every recording input through the
+   capture.
 2. During the capture, :meth:`grace.pi.observe.Recording.launch` (from ``CachingAutotuner.run``) redirects each
    launch whose pointer arguments are placeholders or views of them (the variant is compiled
    there, the first time, with this thread's capture mode relaxed so that loading its module
@@ -38,7 +40,8 @@ instead of copying their bytes. Three moments, each a call from the patch
    generator, saved state compared on the host, read state handed over as host copies). If they
    differ, or the check cannot run (a higher-order operator, which the mode does not see into),
    the graph is not trusted: :func:`record` captures it again with PI off, exactly as stock PyTorch would, and the log
-   says why. Inputs the graph mutates are compared too, and put back. Otherwise the node gets its
+   says why, on placeholders of its own under strategy (1). Inputs the graph mutates are
+   compared too, and put back. Otherwise the node gets its
    :class:`grace.pi.replay.PIReplay` (an input keeps its copy if an output aliases it, if the graph mutates
    it, or if a launch that read it could not be redirected). The table is filled with the
    placeholders' own addresses for the tree's first replay, which runs on the recording inputs.
@@ -122,12 +125,12 @@ def record(node: Any, model: Any, inputs: list[Any],
     ``node.grace_pi``.
 
     ``capture(inputs, watch)`` is the tree's own capture of ``model`` on ``inputs`` into
-    ``node.graph``, with ``watch`` entered inside it. The recording inputs (the placeholders)
-    are held through it, so that a graph that fails its check (:meth:`grace.pi.observe.Recording.finish`) is
-    captured again with every launch stock, on the same placeholders, into a fresh graph; so is
-    one whose planning raised, which would otherwise leave the node half made after the tree
-    restored its allocator for it. A function PI does not record (no placeholder, or not
-    Inductor's generated code) is captured once, as stock; so is one handed a random-number
+    ``node.graph``, with ``watch`` entered inside it. A graph that fails its check
+    (:meth:`grace.pi.observe.Recording.finish`) is captured again with every launch stock, into a
+    fresh graph; so is one whose planning raised, which would otherwise leave the node half made
+    after the tree restored its allocator for it. What the recording holds through the capture
+    is :func:`held_through_capture`'s to say. A function PI does not record (no placeholder, or
+    not Inductor's generated code) is captured once, as stock; so is one handed a random-number
     generator, whose graph draws other numbers each time it runs and so could never pass the
     check.
     """
@@ -139,13 +142,14 @@ def record(node: Any, model: Any, inputs: list[Any],
         why = RNG_UNCHECKABLE if recording.has_rng else f"{UNVERIFIABLE_AT_WARMUP}: {seen}"
         recorded_stock(recording, f"graph {node.id}", why)
         return capture(inputs, contextlib.nullcontext())
-    held = list(inputs)
+    held = held_through_capture(recording, inputs)
     if recording.keeps_graph:  # strategies (2) and (3) read the captured graph's nodes
         node.graph = new_graph(node.device, inputs, keep_graph=True)
     outputs = capture(inputs, recording.active())
+    seen_inputs = held.inputs_after_capture(node)
     try:
-        finished = recording.finish(Captured(node, f"graph {node.id}", recording.device, outputs, model, held,
-                                             node.wrapped_function.mutated_input_idxs))
+        finished = recording.finish(Captured(node, f"graph {node.id}", recording.device, outputs, model,
+                                             seen_inputs, node.wrapped_function.mutated_input_idxs))
     except Exception as e:  # noqa: BLE001 - capture time: what cannot be planned is recorded as stock
         log.warning("PI graph %s: recorded again without indirection: planning it raised %s: %s",
                     node.id, type(e).__name__, e)
@@ -154,8 +158,76 @@ def record(node: Any, model: Any, inputs: list[Any],
     if finished.rerecord is None:
         return outputs
     del outputs, finished, recording
-    node.graph = new_graph(node.device, held)
-    return capture(held, contextlib.nullcontext())
+    again = held.inputs_again(node, seen_inputs)
+    del seen_inputs
+    node.graph = new_graph(node.device, again)
+    return capture(again, contextlib.nullcontext())
+
+
+class HeldInputs:
+    """What :func:`record` holds of the recording inputs through a capture with PI.
+
+    Under strategies (2) and (3) every recording input is held until the graph is deployed:
+    they find the kernel arguments to rewrite by address (any argument that points into a
+    placeholder), which is sound only while nothing else can live at a placeholder's address.
+    Under strategy (1) the placeholders are not held, so that the graph may put its own buffers
+    in a placeholder's memory after the input's last use, as stock's capture does (holding them
+    made PI's pools larger than PT2-CG's). What strategy (1) keeps instead:
+
+    - a weak reference to each placeholder's storage: launches and operators are matched to
+      placeholders by storage identity (the StorageImpl's address), and a StorageImpl stays
+      allocated while a weak reference to it lives, though its memory goes back to the pool;
+    - the other recording inputs (static ones, and outputs of earlier graphs that the tree
+      manages), held as stock's capture holds them until the model drops them: a second capture
+      must not find them freed;
+    - for the check, the node's ``reconstructed_inputs`` in the placeholders' places: views of
+      their memory that do not own it, as the tree copies into before each replay. Nothing runs
+      in the pool between the capture and the check; the check puts every placeholder's bytes
+      back after its own replay, for the tree's first replay and for a second capture.
+
+    A second capture (the check failed) gets placeholders of its own, allocated in the pool as
+    the tree allocated the first (``_allocate_and_copy_recording_inputs``) from copies made
+    outside it first (a new placeholder may land on an old one's memory), and the node's
+    ``reconstructed_inputs`` are made again over them.
+    """
+
+    def __init__(self, inputs: list[Any], released: Sequence[int]) -> None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        released_set = set(released)
+        self.released: tuple[int, ...] = tuple(sorted(released_set))
+        self.kept: list[Any] = [None if i in released_set else x for i, x in enumerate(inputs)]
+        self.identities: list[Any] = [StorageWeakRef(inputs[i].untyped_storage()) for i in self.released]
+
+    def inputs_after_capture(self, node: Any) -> list[Any]:
+        """The recording inputs for the check: held ones, and the placeholders' reconstructions."""
+        return [node.reconstructed_inputs[i] if x is None and i in self.released else x
+                for i, x in enumerate(self.kept)]
+
+    def inputs_again(self, node: Any, seen_inputs: list[Any]) -> list[Any]:
+        """Recording inputs for a second capture (see the class's note); the node's
+        ``reconstructed_inputs`` follow them."""
+        if not self.released:
+            return list(self.kept)
+        values = [x.clone() if i in self.released else x for i, x in enumerate(seen_inputs)]
+        again = node._allocate_and_copy_recording_inputs(values)
+        node.reconstructed_inputs = [reconstructed(node, x) for x in again]
+        return again
+
+
+def reconstructed(node: Any, x: Any) -> Any:
+    """The tree's non-owning view of a recording input (``CUDAGraphNode.__init__``'s own)."""
+    import torch
+
+    return node._reconstruct_from_tensor_metadata(node._tensor_metadata(x)) if isinstance(x, torch.Tensor) else x
+
+
+def held_through_capture(recording: Recording, inputs: list[Any]) -> HeldInputs:
+    """Every recording input held under strategies (2) and (3); under strategy (1), all but
+    the placeholders (:class:`HeldInputs`)."""
+    if recording.keeps_graph:
+        return HeldInputs(inputs, released=())
+    return HeldInputs(inputs, released=[p.input_index for p in recording.placeholders.values()])
 
 
 def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int],
