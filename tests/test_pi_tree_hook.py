@@ -1126,6 +1126,7 @@ class RecordNode:
         self.reconstructed_inputs = [self._reconstruct_from_tensor_metadata(self._tensor_metadata(x))
                                      if isinstance(x, torch.Tensor) else x for x in inputs]
         self.allocated: list[list[Any]] = []
+        self.handed: list[list[Any]] = []  # the layouts handed to _allocate_and_copy_recording_inputs
 
     @staticmethod
     def _tensor_metadata(x: torch.Tensor) -> dict[str, Any]:
@@ -1138,7 +1139,9 @@ class RecordNode:
         return torch.empty(0, dtype=meta["dtype"]).set_(storage, 0, meta["size"], meta["stride"])
 
     def _allocate_and_copy_recording_inputs(self, inputs: list[Any]) -> list[Any]:
-        out = [x.clone() if i in self.non_static_input_idx and isinstance(x, torch.Tensor) else x
+        self.handed.append([(x.stride(), x.storage_offset()) if isinstance(x, torch.Tensor) else x for x in inputs])
+        out = [torch.empty(0, dtype=x.dtype).set_(x.untyped_storage().clone(), x.storage_offset(), x.size(), x.stride())
+               if i in self.non_static_input_idx and isinstance(x, torch.Tensor) else x
                for i, x in enumerate(inputs)]
         inputs.clear()
         self.allocated.append(list(out))  # the capture takes ``out`` itself
@@ -1188,6 +1191,22 @@ def test_record_captures_again_stock_on_placeholders_of_its_own_when_the_check_f
     assert not isinstance(first_watch, contextlib.nullcontext), "the first capture is watched"
     assert isinstance(second_watch, contextlib.nullcontext), "the second is stock"
     assert second_graph == "a fresh graph" and node.grace_pi is None
+
+
+def test_a_second_capture_hands_the_tree_each_placeholder_as_it_was_laid_out(monkeypatch) -> None:
+    """An expanded input (stride 0) is handed over with its strides, which the tree's allocation
+    copies and the graph's kernels assume; ``clone`` would make it dense."""
+    from grace.pi import tree_hook
+    from grace.pi.tree_hook import Finished, record
+
+    x = torch.randn(4, 1).expand(4, 8)
+    node = RecordNode([x], non_static=[0])
+    monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
+    monkeypatch.setattr(tree_hook, "new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
+    model = generated(lambda args: (args.clear(), ())[1])
+    record(node, model, [x], _Capture(node, model))
+    assert node.handed == [[((1, 0), 0)]]
+    assert torch.equal(node.allocated[0][0], x)
 
 
 def test_strategy_ptx_releases_the_placeholders_during_the_capture_and_keeps_their_identity(monkeypatch) -> None:

@@ -209,10 +209,20 @@ class HeldInputs:
         ``reconstructed_inputs`` follow them."""
         if not self.released:
             return list(self.kept)
-        values = [x.clone() if i in self.released else x for i, x in enumerate(seen_inputs)]
+        values = [copied_as_laid_out(x) if i in self.released else x for i, x in enumerate(seen_inputs)]
         again = node._allocate_and_copy_recording_inputs(values)
         node.reconstructed_inputs = [reconstructed(node, x) for x in again]
         return again
+
+
+def copied_as_laid_out(x: Any) -> Any:
+    """``x`` over a copy of its whole storage, with its sizes, strides and offset: the tree
+    allocates a recording input with its source's strides (an expanded input keeps its stride
+    0, which ``clone`` would not), and the graph's kernels assume them."""
+    import torch
+
+    return torch.empty(0, dtype=x.dtype, device=x.device).set_(
+        x.untyped_storage().clone(), x.storage_offset(), x.size(), x.stride())
 
 
 def reconstructed(node: Any, x: Any) -> Any:
