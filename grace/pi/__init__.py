@@ -23,10 +23,12 @@ Invariants, in the order they are established:
    storage offset) or that aliases another input is copied, as PT2-CG does.
 5. Under strategy (1) a placeholder is not held through the capture, so that the graph may
    reuse its memory after the input's last use, as stock's does; a weak reference keeps its
-   storage's identity (invariant 3 matches by it) until the graph is deployed, and a second
-   capture (stock's, where the check of 3 fails) gets placeholders of its own with the same
-   bytes (:class:`grace.pi.tree_hook.HeldInputs`). Strategies (2) and (3), which match by
-   address, hold every recording input from before the capture until the graph is deployed.
+   storage's identity (invariant 3 matches by it) until the graph is deployed, the other
+   recording inputs are held until the check of 3 has run the model on them, and a second
+   capture (stock's, where that check fails) gets placeholders of its own with the same bytes
+   (:class:`grace.pi.tree_hook.HeldInputs`); a check that cannot put the inputs' bytes back
+   stops the recording. Strategies (2) and (3), which match by address, hold every recording
+   input from before the capture until the graph is deployed.
 
 Modules: :mod:`~grace.pi.ptx` (the PTX pass), :mod:`~grace.pi.triton_stage` (the pass inside
 Triton's compiler, keyed by kernel name), :mod:`~grace.pi.launch_args` (which launch arguments

@@ -163,8 +163,13 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
     except Exception as e:  # noqa: BLE001 - capture time: a check that cannot run is a failed one
         return f"the check against stock kernels could not run ({type(e).__name__}: {e})"
     finally:  # whatever happened, the tree's first replay (or second capture) reads the real inputs
-        saved.put_back()  # copied ones too: a graph that reused their memory overwrote them
-        before.put_back()
+        try:
+            saved.put_back()  # copied ones too: a graph that reused their memory overwrote them
+            before.put_back()
+        except Exception as e:  # noqa: BLE001 - re-raised as what it means for the recording
+            raise InputsNotRestored(
+                f"PI's check could not put the recording inputs' bytes back ({type(e).__name__}: {e}): "
+                "neither the graph's first replay nor a second capture may read them") from e
         # and draws from the generator's state as it was, through the placeholders' pointers
         failed = []
         for undo in (generator.start, lambda: pointers.fill(placeholder_ptrs)):
@@ -180,6 +185,12 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
 
 
 UNDO_FAILED = "the graph's pointers, or the generator's state, could not be put back"
+
+
+class InputsNotRestored(RuntimeError):
+    """The check overwrote recording inputs it could not put back: the recording must stop
+    (:func:`grace.pi.tree_hook.record` lets this through), since its first replay, or a second
+    capture, would read the wrong bytes."""
 
 
 class GeneratorFork:

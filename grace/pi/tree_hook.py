@@ -83,7 +83,7 @@ from typing import Any
 
 from grace.log import get_logger
 from grace.option_values import EXEC_UPDATE, PTX, checked
-from grace.pi.check import Captured
+from grace.pi.check import Captured, InputsNotRestored
 from grace.pi.finish import RNG_UNCHECKABLE, UNVERIFIABLE_AT_WARMUP, Finished, recorded_stock
 from grace.pi.guard import InputLayout
 from grace.pi.observe import Recording, Warmup, unverifiable_at_warmup
@@ -150,6 +150,8 @@ def record(node: Any, model: Any, inputs: list[Any],
     try:
         finished = recording.finish(Captured(node, f"graph {node.id}", recording.device, outputs, model,
                                              seen_inputs, node.wrapped_function.mutated_input_idxs))
+    except InputsNotRestored:
+        raise
     except Exception as e:  # noqa: BLE001 - capture time: what cannot be planned is recorded as stock
         log.warning("PI graph %s: recorded again without indirection: planning it raised %s: %s",
                     node.id, type(e).__name__, e)
@@ -159,7 +161,7 @@ def record(node: Any, model: Any, inputs: list[Any],
         return outputs
     del outputs, finished, recording
     again = held.inputs_again(node, seen_inputs)
-    del seen_inputs
+    del seen_inputs, held  # the second capture holds its inputs as stock's does: the list it drops
     node.graph = new_graph(node.device, again)
     return capture(again, contextlib.nullcontext())
 
@@ -178,8 +180,10 @@ class HeldInputs:
       placeholders by storage identity (the StorageImpl's address), and a StorageImpl stays
       allocated while a weak reference to it lives, though its memory goes back to the pool;
     - the other recording inputs (static ones, and outputs of earlier graphs that the tree
-      manages), held as stock's capture holds them until the model drops them: a second capture
-      must not find them freed;
+      manages), held until the check is done: it runs the model on them again, and a second
+      capture must not find them freed. Stock's capture lets a managed input die when the
+      model drops it (a forward's activation read last by the backward), and its memory be
+      reused; held, it cannot be, so these inputs still cost the pool what they did;
     - for the check, the node's ``reconstructed_inputs`` in the placeholders' places: views of
       their memory that do not own it, as the tree copies into before each replay. Nothing runs
       in the pool between the capture and the check; the check puts every placeholder's bytes
@@ -207,10 +211,16 @@ class HeldInputs:
     def inputs_again(self, node: Any, seen_inputs: list[Any]) -> list[Any]:
         """Recording inputs for a second capture (see the class's note); the node's
         ``reconstructed_inputs`` follow them."""
+        import torch
+
+        from grace import trees
+
         if not self.released:
             return list(self.kept)
         values = [copied_as_laid_out(x) if i in self.released else x for i, x in enumerate(seen_inputs)]
-        again = node._allocate_and_copy_recording_inputs(values)
+        again = node._allocate_and_copy_recording_inputs(values)  # synchronizes, then drops the copies
+        if torch.device(node.device).type == "cuda":
+            trees.release_cached_memory(node.device)  # the copies, left cached, would stay reserved
         node.reconstructed_inputs = [reconstructed(node, x) for x in again]
         return again
 
