@@ -266,6 +266,40 @@ def test_placeholders_stay_in_the_graph_pool_as_stock(pi) -> None:
     assert pools[True] <= pools[False], f"graph pools (bytes): {pools}"
 
 
+def test_a_placeholder_past_its_last_use_gives_the_graph_its_memory_as_stock() -> None:
+    """Stock's capture lets a later buffer take an input's placeholder memory once the input is
+    read for the last time; strategy ptx's capture does too (it does not hold the placeholders),
+    so the pool is no larger than stock's. Replays equal eager with fresh inputs each call."""
+    if not _overlay_active():
+        pytest.skip("GraCE's overlay with the PI patch is not active here (run `make setup`)")
+    import torch._dynamo
+    from torch._inductor import cudagraph_trees
+
+    import grace.config
+
+    rows, cols = 1 << 12, 1 << 12  # 64 MiB of float32: x, and the second product, which may take x's memory
+
+    def f(x: Any, w: Any) -> Any:
+        h = torch.relu(x @ w)  # x's last use
+        return (h @ w).sum(0)
+
+    pools = {}
+    for on in (False, True):
+        torch._dynamo.reset()
+        cudagraph_trees.reset_cudagraph_trees()
+        with grace.config.patch(pi=on, pi_strategy="ptx", scg=False):
+            cf = torch.compile(f, mode="reduce-overhead")
+            for step in range(3):
+                x, w = _fresh(rows, cols), _fresh(cols, cols) / cols
+                torch.testing.assert_close(cf(x, w), f(x, w), msg=f"pi={on}, call {step}", rtol=1e-3, atol=1e-3)
+                del x, w
+            (node,) = _nodes()
+            pools[on] = _pool_bytes(node)
+    torch._dynamo.reset()
+    cudagraph_trees.reset_cudagraph_trees()
+    assert pools[True] <= pools[False], f"graph pools (bytes): {pools}"
+
+
 def test_the_capture_check_gives_its_copies_back(pi, monkeypatch) -> None:
     """The capture-time check holds a snapshot and a moved copy of each indirected input and the
     stock run's outputs (for DR-I, three times 6.5 GB); once it has run, that memory is no
