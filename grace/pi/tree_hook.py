@@ -198,15 +198,13 @@ class HeldInputs:
     def __init__(self, inputs: list[Any], released: Sequence[int]) -> None:
         from torch.multiprocessing.reductions import StorageWeakRef
 
-        released_set = set(released)
-        self.released: tuple[int, ...] = tuple(sorted(released_set))
-        self.kept: list[Any] = [None if i in released_set else x for i, x in enumerate(inputs)]
+        self.released: frozenset[int] = frozenset(released)
+        self.kept: list[Any] = [None if i in self.released else x for i, x in enumerate(inputs)]
         self.identities: list[Any] = [StorageWeakRef(inputs[i].untyped_storage()) for i in self.released]
 
     def inputs_after_capture(self, node: Any) -> list[Any]:
         """The recording inputs for the check: held ones, and the placeholders' reconstructions."""
-        return [node.reconstructed_inputs[i] if x is None and i in self.released else x
-                for i, x in enumerate(self.kept)]
+        return [node.reconstructed_inputs[i] if i in self.released else x for i, x in enumerate(self.kept)]
 
     def inputs_again(self, node: Any, seen_inputs: list[Any]) -> list[Any]:
         """Recording inputs for a second capture (see the class's note); the node's
