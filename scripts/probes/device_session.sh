@@ -109,6 +109,11 @@ upstream_bg() {  # every configuration of --list, UEXTRA's, and any other the ru
       UPSTREAM_RUN=$URUN UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
       bash scripts/gpu_trust_checks.sh > "$OUT/upstream.$STAGE.log" 2>&1 ) &
 }
+upstream_lean_bg() {  # $1: seconds; stock and the -lean twins (run ULRUN), beside the rest
+  ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
+      STEP=upstream UPSTREAM_RUN=${ULRUN:?} UPSTREAM_DIR=.upstream TOTAL_S=$1 \
+      bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
+}
 UP="results/raw/upstream_cudagraph_trees/${URUN:-none} results/processed/upstream_cudagraph_trees.csv results/processed/upstream_cudagraph_trees_differ.md"
 # on GPU $1, one process at a time: the harness against a tight loop of the same call (ALNET under PT2-CG), the loop
 # in the benchmark's arithmetic (cuDNN TF32 off) and in PyTorch's default; the benchmark with its timing thread pinned
@@ -189,9 +194,7 @@ case "$STAGE" in
       CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} timeout 450 "$PY" -m pytest -q -rs tests/test_bench_cuda.py \
         > "$D/test_bench_cuda.log" 2>&1 &
     fi
-    [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
-        STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
-        bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
+    [ -n "${ULRUN:-}" ] && upstream_lean_bg $(( $(left) - 25 ))
     CONFIGS="${DCONFIGS:-stock all-lean-copy all-free-lean-copy}" KINDS=$K \
     STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 200 )) JOBS=${JOBS:-16} \
       bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
@@ -199,9 +202,7 @@ case "$STAGE" in
     ;;
   17)  # what upstream runs have left; then, quiet, one GPU: lean replay's gain
     [ -n "${URUN:-}" ] && upstream_bg
-    [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
-        STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) / 2 )) \
-        bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
+    [ -n "${ULRUN:-}" ] && upstream_lean_bg $(( $(left) / 2 ))
     wait
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
@@ -432,9 +433,7 @@ case "$STAGE" in
   33)  # diagnostics: a refused function fed an overwritten output, stock and GraCE; the programs that crashed or drifted;
       # with URUN / ULRUN, what those upstream runs have left, beside them
     [ -n "${URUN:-}" ] && upstream_bg
-    [ -n "${ULRUN:-}" ] && ( CONFIGS="stock cgct-lean pi-ptx-lean pi-prelude-lean pi-exec-update-lean scg-lean all-free-lean" SHARDS=${SHARDS:-5} \
-        STEP=upstream UPSTREAM_RUN=${ULRUN} UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
-        bash scripts/gpu_trust_checks.sh > "$OUT/upstream-lean.$STAGE.log" 2>&1 ) &
+    [ -n "${ULRUN:-}" ] && upstream_lean_bg $(( $(left) - 25 ))
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     ( env CUDA_VISIBLE_DEVICES=${G[0]} GRACE_DISABLE=1 timeout 300 "$PY" scripts/probes/eager_fallback_overwritten.py \
