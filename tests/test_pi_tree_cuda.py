@@ -300,6 +300,45 @@ def test_a_placeholder_past_its_last_use_gives_the_graph_its_memory_as_stock() -
     assert pools[True] <= pools[False], f"graph pools (bytes): {pools}"
 
 
+def test_the_capture_check_leaves_no_vendor_workspace_allocated() -> None:
+    """PI's check runs the model once outside a capture, and its matmul takes a cuBLAS workspace
+    for the stream it runs on (32 MiB on Hopper); stock's warm-up frees such workspaces, and so
+    does the check: after the recording the process holds no more memory with PI than without
+    (its pointer table, 8 KiB, aside)."""
+    if not _overlay_active():
+        pytest.skip("GraCE's overlay with the PI patch is not active here (run `make setup`)")
+    import torch._dynamo
+    from torch._inductor import cudagraph_trees
+
+    import grace.config
+
+    def f(x: Any, w: Any, b: Any) -> Any:
+        return torch.relu(x @ w) + b  # b is indirected: the graph gets a PI plan and its check
+
+    allocated, calls = {}, []
+    for on in (False, True):
+        torch._dynamo.reset()
+        cudagraph_trees.reset_cudagraph_trees()
+        torch.cuda.synchronize()
+        torch._C._cuda_clearCublasWorkspaces()  # no workspace left by an earlier test's eager matmul
+        start = torch.cuda.memory_allocated()
+        with grace.config.patch(pi=on, pi_strategy="ptx", scg=False):
+            cf = torch.compile(f, mode="reduce-overhead")
+            for step in range(3):
+                x, w, b = _fresh(512, 512), _fresh(512, 512), _fresh(512)
+                calls.append((on, step, (x, w, b), cf(x, w, b).clone()))
+            torch.cuda.synchronize()
+            allocated[on] = torch.cuda.memory_allocated() - start
+            if on:
+                (node,) = _nodes()
+                assert node.grace_pi is not None and 2 in node.grace_pi.plan.indirected
+    torch._dynamo.reset()
+    cudagraph_trees.reset_cudagraph_trees()
+    for on, step, args, out in calls:  # eager matmuls only now, after the memory was read
+        torch.testing.assert_close(out, f(*args), msg=f"pi={on}, call {step}", rtol=1e-3, atol=1e-3)
+    assert allocated[True] - allocated[False] < 1 << 20, f"memory allocated after recording (bytes): {allocated}"
+
+
 def test_the_capture_check_gives_its_copies_back(pi, monkeypatch) -> None:
     """The capture-time check holds a snapshot and a moved copy of each indirected input and the
     stock run's outputs (for DR-I, three times 6.5 GB); once it has run, that memory is no

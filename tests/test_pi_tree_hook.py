@@ -7,6 +7,8 @@ with a stand-in for Triton's autotuner, so each rule is checked on its own.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -323,6 +325,45 @@ def test_a_graph_that_agrees_with_stock_kernels_with_inputs_moved_keeps_its_plan
     assert finished.rerecord is None and finished.replay.plan.indirected == (0,)
     assert torch.equal(placeholder, before), "the placeholder has its bytes back for the tree's first replay"
     assert rec.table_storage[0].item() == placeholder.data_ptr(), "and the table its address"
+
+
+def test_the_stock_run_of_the_check_frees_the_vendor_workspaces_it_took(built, monkeypatch) -> None:
+    """The check runs the model outside a capture, as stock's warm-up does, and like it inside
+    ``clear_cublas_manager``: a cuBLAS workspace taken there is not kept allocated afterwards."""
+    from grace.pi import check
+
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def released(device: Any) -> Iterator[None]:
+        events.append(f"freed on {torch.device(device).type}")
+        yield
+        events.append("freed after")
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        events.append("stock run")
+        return stock_model(args)
+
+    monkeypatch.setattr(check, "vendor_workspaces_released", released)
+    rec, node, placeholder = _recorded(built, through_table=True)
+    finished = _finish(rec, [], "graph 7", node, [node.out], model, [placeholder])
+    assert finished.rerecord is None
+    assert events == ["freed on cpu", "stock run", "freed after"]
+
+
+def test_vendor_workspaces_are_freed_around_a_cuda_run_and_left_alone_elsewhere(monkeypatch) -> None:
+    from torch._inductor import cudagraph_trees
+
+    from grace.pi.check import vendor_workspaces_released
+
+    cleared: list[str] = []
+    monkeypatch.setattr(cudagraph_trees, "clear_cublass_cache", lambda: cleared.append("cleared"))
+    with vendor_workspaces_released("cpu"):
+        pass
+    assert cleared == []
+    with vendor_workspaces_released(torch.device("cuda", 0)):
+        cleared.append("run")
+    assert cleared == ["cleared", "run", "cleared"]
 
 
 @pytest.mark.parametrize("through_table, factor, why", [
