@@ -83,8 +83,8 @@ copy_grads: bool = Config(default=True, env_name_default="GRACE_COPY_GRADS")
 # With any switch on: a function that mutates a non-static input, which stock leaves without a
 # graph ("skipping cudagraphs due to mutated inputs"), gets one; the input is copied in as stock
 # copies every non-static input, and the graph's write is copied back into the caller's tensor
-# after each replay (grace.mutated_inputs). Off by default until its GPU tests have run.
-mutated_inputs: bool = Config(default=False, env_name_default="GRACE_MUTATED_INPUTS")
+# after each replay (grace.mutated_inputs).
+mutated_inputs: bool = Config(default=True, env_name_default="GRACE_MUTATED_INPUTS")
 
 # Inductor autotunes each Triton kernel only among configurations whose compiled form does not
 # load a pointer it also stores in another layout; where every one does, among the same ones

@@ -31,7 +31,7 @@ the replay the placeholder is copied back into the caller's tensor. Invariants:
    same, or an input is a graph output the tree has since overwritten, the function keeps
    stock's refusal, and the log says why. The tree's run of it without a graph then raises the
    overwritten-output error on reading that input (``grace.trees.EagerFallback``).
-5. Off (``grace.config.mutated_inputs`` false, the default, or no switch on) the tree refuses
+5. Off (``grace.config.mutated_inputs`` false, or no switch on) the tree refuses
    such functions as stock does, and nodes carry no copy back (``grace_copy_back`` None).
 6. A caller's tensor whose storage overlaps the node's outputs is an output of an earlier
    generation of the tree, in pool memory this replay (or the recording) took for its own

@@ -51,8 +51,9 @@ def test_the_tree_records_only_with_the_option_and_a_switch_on(caplog) -> None:
     func = SimpleNamespace(mutated_input_idxs=[0], static_input_idxs=[])
     clean = [torch.zeros(4), torch.zeros(4)]
     base = torch.zeros(8)
+    assert grace.config._config["mutated_inputs"].default is True, "on by default"
     with grace.config.patch(mutated_inputs=False, cgct=True):
-        assert not mutated_inputs.copies_back(func, clean, _never_recorded), "off by default"
+        assert not mutated_inputs.copies_back(func, clean, _never_recorded), "off"
     with grace.config.patch(mutated_inputs=True, cgct=False, pi=False, scg=False, lean_replay=False):
         assert not mutated_inputs.copies_back(func, clean, _never_recorded), "every switch off is stock"
     with grace.config.patch(mutated_inputs=True, cgct=True):

@@ -36,14 +36,15 @@ def test_every_configuration_has_an_environment_and_stock_disables_grace() -> No
 
 
 def test_every_grace_configuration_sets_lean_replay_itself_and_its_lean_twin_differs_only_there() -> None:
-    """A change of lean replay's or gradient copies' default must change no configuration: each
-    sets both switches; a "-lean" configuration is its namesake with lean replay on, nothing else."""
+    """A change of lean replay's, gradient copies' or mutated inputs' default must change no
+    configuration: each sets all three; a "-lean" configuration is its namesake with lean replay on, nothing else."""
     configurations = upstream.CONFIGURATIONS
     for name, env in configurations.items():
         if name != "stock":
             lean = name == "lean" or name.endswith("-lean") or "-lean-" in name
             assert env["GRACE_LEAN_REPLAY"] == ("1" if lean else "0"), name
             assert env["GRACE_COPY_GRADS"] == ("1" if name.endswith("-copy") else "0"), name
+            assert env["GRACE_MUTATED_INPUTS"] == ("1" if "-mut-" in name else "0"), name
     twins = [name for name in configurations if name.endswith("-lean")]
     assert {"all-lean", "all-free-lean", "cgct-lean", "scg-lean"} <= set(twins)
     for twin in twins:
@@ -51,8 +52,10 @@ def test_every_grace_configuration_sets_lean_replay_itself_and_its_lean_twin_dif
     assert set(upstream.RUN_BY_DEFAULT) <= set(configurations) and upstream.RUN_BY_DEFAULT[0] == "stock"
     assert {"cgct", "pi-ptx", "pi-prelude", "pi-exec-update", "scg", "all", "all-free"} <= set(upstream.RUN_BY_DEFAULT)
     assert configurations["all-lean-copy"] == {**configurations["all-lean"], "GRACE_COPY_GRADS": "1"}
-    assert "all-lean-copy" in upstream.RUN_BY_DEFAULT, "GraCE's defaults"
+    assert "all-mut-lean-copy" in upstream.RUN_BY_DEFAULT, "GraCE's defaults"
     assert configurations["all-mut-lean-copy"] == {**configurations["all-lean-copy"], "GRACE_MUTATED_INPUTS": "1"}
+    assert configurations["all-free-mut-lean-copy"] == {**configurations["all-free-lean-copy"],
+                                                        "GRACE_MUTATED_INPUTS": "1"}
 
 
 def test_list_prints_what_a_run_covers_by_default_and_list_all_every_configuration(

@@ -31,20 +31,20 @@ class Mode:
 
 
 def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool | None = None,
-           guard: bool = True, copy_grads: bool = True, mutated_inputs: bool = False) -> dict[str, str]:
+           guard: bool = True, copy_grads: bool = True, mutated_inputs: bool = True) -> dict[str, str]:
     flag = {True: "1", False: "0"}
     env = {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
            "GRACE_PI_STRATEGY": pi_strategy}
     # lean replay (None), the guard and gradient copies are set only away from their defaults: a
-    # MODE@TREE worker takes this environment, and an earlier checkout keeps its own defaults
+    # MODE@TREE worker takes this environment, and an earlier checkout keeps its own defaults.
+    # Mutated inputs are always set: checkouts before its default changed have it off.
     if lean is not None:
         env["GRACE_LEAN_REPLAY"] = flag[lean]
     if not guard:
         env["GRACE_STALE_OUTPUTS_RAISE"] = "0"
     if not copy_grads:
         env["GRACE_COPY_GRADS"] = "0"
-    if mutated_inputs:
-        env["GRACE_MUTATED_INPUTS"] = "1"
+    env["GRACE_MUTATED_INPUTS"] = flag[mutated_inputs]
     return env
 
 
@@ -72,9 +72,13 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("grace-no-copy-grads", "GraCE, gradients not copied", "reduce-overhead",
          env=_grace(True, True, True, copy_grads=False)),
     # GraCE with graphs for functions that mutate the inputs the tree copies
-    # (grace.config.mutated_inputs, off by default until measured): TKE's rows
+    # (grace.config.mutated_inputs), as "grace" has them: the name of TKE's rows before that
+    # switch was on by default, and for MODE@TREE with such a checkout
     Mode("grace-mutated-inputs", "GraCE, mutated inputs copied back", "reduce-overhead",
          env=_grace(True, True, True, mutated_inputs=True)),
+    # and without them, stock's refusal of such functions: what TKE loses without its graph
+    Mode("grace-no-mutated-inputs", "GraCE, mutated inputs refused", "reduce-overhead",
+         env=_grace(True, True, True, mutated_inputs=False)),
 )}
 
 # The paper's Figures 10 and 11 (and Figure 11's fourth bar, lean replay).

@@ -37,11 +37,12 @@ STOCK = "stock"
 # Each configuration's environment. SCG's decisions are forced to "graph" wherever SCG is on,
 # except in the "-free" configurations, so that every test records what it expects recorded and
 # still goes through SCG's profiling on private trees; the "-free" ones show what SCG's own
-# keep-out changes. Every GraCE configuration sets lean replay (grace.config.lean_replay) and
-# gradient copies (grace.config.copy_grads) itself, lean replay on in its "-lean" twin, gradient
-# copies in the "-copy" ones ("all-free-lean-copy" is GraCE's defaults), both off otherwise, so
-# that a change of either switch's default changes no configuration.
-_GRACE_ON = {"GRACE_DISABLE": "0", "GRACE_COPY_GRADS": "0"}
+# keep-out changes. Every GraCE configuration sets lean replay (grace.config.lean_replay),
+# gradient copies (grace.config.copy_grads) and mutated inputs (grace.config.mutated_inputs)
+# itself: lean replay on in its "-lean" twin, gradient copies in the "-copy" ones, mutated inputs
+# in the "-mut-" ones ("all-free-mut-lean-copy" is GraCE's defaults), each off otherwise, so that
+# a change of a switch's default changes no configuration.
+_GRACE_ON = {"GRACE_DISABLE": "0", "GRACE_COPY_GRADS": "0", "GRACE_MUTATED_INPUTS": "0"}
 _BASE: dict[str, dict[str, str]] = {
     "cgct": {**_GRACE_ON, "GRACE_CGCT": "1", "GRACE_PI": "0", "GRACE_SCG": "0"},
     "pi-ptx": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "1", "GRACE_SCG": "0", "GRACE_PI_STRATEGY": "ptx"},
@@ -60,19 +61,23 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     **{f"{name}-lean": {**env, "GRACE_LEAN_REPLAY": "1"} for name, env in _BASE.items()},
     # every switch, with adopted gradients copied before the next call (grace.grad_copies)
     "all-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "0", "GRACE_COPY_GRADS": "1"},
-    # GraCE's defaults with SCG forced to record, and exactly as a user gets them (SCG deciding)
+    # GraCE's defaults but mutated inputs, with SCG forced to record, and deciding
     "all-lean-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1"},
     "all-free-lean-copy": {**_BASE["all-free"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1"},
-    # and with functions that mutate copied inputs recorded (grace.config.mutated_inputs, off by
-    # default): upstream's tests that expect such functions skipped fail here by design
+    # GraCE's defaults, functions that mutate copied inputs recorded (grace.config.mutated_inputs),
+    # with SCG forced to record, and exactly as a user gets them (SCG deciding): upstream's tests
+    # that expect such functions skipped fail here by design
     "all-mut-lean-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1",
                           "GRACE_MUTATED_INPUTS": "1"},
+    "all-free-mut-lean-copy": {**_BASE["all-free"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1",
+                               "GRACE_MUTATED_INPUTS": "1"},
 }
 
 # What a run covers unless told otherwise: stock, each optimization alone, all of them (SCG forced,
-# and deciding freely), lean replay alone and with all of them, and GraCE's defaults. A run's
-# CONFIGS picks any configuration above (the other "-lean" twins, "all-copy").
-RUN_BY_DEFAULT: tuple[str, ...] = (STOCK, *_BASE, "lean", "all-lean", "all-lean-copy")
+# and deciding freely), lean replay alone and with all of them, and GraCE's defaults with SCG
+# forced, with mutated inputs and without. A run's CONFIGS picks any configuration above (the
+# other "-lean" twins, "all-copy", "all-free-mut-lean-copy").
+RUN_BY_DEFAULT: tuple[str, ...] = (STOCK, *_BASE, "lean", "all-lean", "all-lean-copy", "all-mut-lean-copy")
 
 OUTCOMES = ("passed", "failed", "errors", "skipped")
 _LOG_LINE = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b.*?(\S+\.py::\S+)|(\S+\.py::\S+)\s.*?\b(PASSED|FAILED|ERROR|SKIPPED)\b")

@@ -12,8 +12,8 @@
 #        project's CUDA tests (the benchmark's in stage 3); with CRUN=<date>-compile,
 #        BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT (the benchmark, one GPU each)
 #   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests [DCONFIGS=...] SHARDS=5 T=585 bash .diag/device_session.sh
-#        upstream's rechecks; the -lean twins; the differential test of DCONFIGS (default stock, all-lean-copy and
-#        all-free-lean-copy; all-mut-lean-copy records the mutate_input kind's functions)
+#        upstream's rechecks; the -lean twins; the differential test of DCONFIGS (default stock, GraCE's defaults
+#        all-free-mut-lean-copy and all-mut-lean-copy, and all-lean-copy, which refuses the mutate_input kind's functions)
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
@@ -50,7 +50,7 @@
 #        stale-output guard's storage mark, a configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
 #        CUDA tests TESTS beside them; with T3RUN=<date>-table3, Table 3's copies per replay for the training workloads
 #        that draw random numbers (T3_WORKLOADS), resumable with the same T3RUN
-#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3_MODES=...] [T3TKE=1]] [UEXTRA=all-mut-lean-copy] SHARDS=5 T=590 bash .diag/device_session.sh
+#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3_MODES=...] [T3TKE=1]] [UEXTRA=all-free-mut-lean-copy] SHARDS=5 T=590 bash .diag/device_session.sh
 #        upstream under every configuration of --list (and UEXTRA's), with the project's CUDA tests (TESTS) spread over
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
@@ -105,7 +105,7 @@ upstream_bg() {  # every configuration of --list, UEXTRA's, and any other the ru
   local listed extra
   listed=$("$PY" -m grace.report.upstream --list)
   extra=$(ls -d results/raw/upstream_cudagraph_trees/${URUN:?}/*/ 2>/dev/null | xargs -rn1 basename | grep -vxF -f <(tr ' ' '\n' <<< "$listed") | tr '\n' ' ')
-  ( CONFIGS="$listed $(tr ' ' '\n' <<< "${UEXTRA:-} $extra" | grep . | sort -u | tr '\n' ' ')" SHARDS=${SHARDS:-4} STEP=upstream \
+  ( CONFIGS="$listed $(tr ' ' '\n' <<< "${UEXTRA:-} $extra" | grep . | grep -vxF -f <(tr ' ' '\n' <<< "$listed") | sort -u | tr '\n' ' ')" SHARDS=${SHARDS:-4} STEP=upstream \
       UPSTREAM_RUN=$URUN UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
       bash scripts/gpu_trust_checks.sh > "$OUT/upstream.$STAGE.log" 2>&1 ) &
 }
@@ -195,7 +195,7 @@ case "$STAGE" in
         > "$D/test_bench_cuda.log" 2>&1 &
     fi
     [ -n "${ULRUN:-}" ] && upstream_lean_bg $(( $(left) - 25 ))
-    CONFIGS="${DCONFIGS:-stock all-lean-copy all-free-lean-copy}" KINDS=$K \
+    CONFIGS="${DCONFIGS:-stock all-free-mut-lean-copy all-mut-lean-copy all-lean-copy}" KINDS=$K \
     STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 200 )) JOBS=${JOBS:-16} \
       bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
     wait
