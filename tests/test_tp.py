@@ -192,8 +192,10 @@ def test_a_mode_started_without_its_switches_is_refused() -> None:
     from grace.tp.__main__ import main, switch_mismatch
 
     on = {"GRACE_DISABLE": "0", "GRACE_CGCT": "1", "GRACE_PI": "1", "GRACE_SCG": "1", "GRACE_PI_STRATEGY": "ptx",
-          "GRACE_LEAN_REPLAY": "1", "GRACE_STALE_OUTPUTS_RAISE": "1", "GRACE_COPY_GRADS": "1"}
+          "GRACE_LEAN_REPLAY": "1", "GRACE_STALE_OUTPUTS_RAISE": "1", "GRACE_COPY_GRADS": "1",
+          "GRACE_MUTATED_INPUTS": "1"}
     assert switch_mismatch("grace", on) == []
+    assert switch_mismatch("grace-no-mutated-inputs", on) == ["GRACE_MUTATED_INPUTS=0"]
     assert switch_mismatch("grace-no-guard", on) == ["GRACE_STALE_OUTPUTS_RAISE=0"]
     assert switch_mismatch("grace-no-copy-grads", on) == ["GRACE_COPY_GRADS=0"]
     assert switch_mismatch("grace-no-copy-grads", {**on, "GRACE_COPY_GRADS": "0"}) == []
