@@ -121,3 +121,29 @@ def test_release_cached_memory_reports_what_empty_cache_gave_back(monkeypatch) -
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved[0])
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: reserved.__setitem__(0, 2 << 20))
     assert trees.release_cached_memory(0) == 3 << 20
+
+
+def test_the_committed_table3_is_drawn_again_from_the_runs_its_config_lists(tmp_path: Path) -> None:
+    """``tables/table3_pi_copy_debug.csv`` is what ``configs/table3_runs.txt``'s runs give, byte
+    for byte: no row of it is edited by hand or left from a run the list does not name."""
+    import os
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    subprocess.run(["bash", "scripts/generate_table3_pi_copy_debug.sh", "--tables-dir", str(tmp_path),
+                    "--processed-dir", str(tmp_path)], cwd=repo, check=True, capture_output=True,
+                   env={**os.environ, "RUNS": "configs/table3_runs.txt"})
+    drawn = (tmp_path / "table3_pi_copy_debug.csv").read_bytes()
+    assert drawn == (repo / "tables" / "table3_pi_copy_debug.csv").read_bytes()
+
+
+def test_table3_refuses_a_runs_file_that_lists_no_run(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    empty = tmp_path / "runs.txt"
+    empty.write_text("# nothing yet\n")
+    done = subprocess.run(["bash", "scripts/generate_table3_pi_copy_debug.sh", "--tables-dir", str(tmp_path)],
+                          cwd=repo, capture_output=True, text=True, env={**os.environ, "RUNS": str(empty)})
+    assert done.returncode == 2 and "lists no run" in done.stderr
