@@ -54,7 +54,9 @@
 #        upstream under every configuration of --list (and UEXTRA's), with the project's CUDA tests (TESTS) spread over
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
-#        T3TKE TKE's under pt2-cg and grace-mutated-inputs (run <T3RUN>-tke)
+#        T3TKE TKE's under pt2-cg and grace-mutated-inputs (run <T3RUN>-tke). The run writes tables/table3_pi_copy_debug.csv
+#        from its own rows: add it to configs/table3_runs.txt and draw the table again with RUNS=configs/table3_runs.txt
+#        bash scripts/generate_table3_pi_copy_debug.sh (a CPU test holds the committed table to that list)
 #   STAGE=33 PRUN=<date> [SEEDS="..."] [URUN=<date>-u] [ULRUN=<date>-ul] T=<left> bash .diag/device_session.sh
 #        diagnostics: scripts/probes/eager_fallback_overwritten.py under stock and all-lean-copy (GPU 0), then the
 #        differential test's programs SEEDS (those that crashed or drifted) replayed under all-lean-copy side by side
