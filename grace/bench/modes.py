@@ -37,7 +37,7 @@ def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool |
            "GRACE_PI_STRATEGY": pi_strategy}
     # lean replay (None), the guard and gradient copies are set only away from their defaults: a
     # MODE@TREE worker takes this environment, and an earlier checkout keeps its own defaults.
-    # Mutated inputs are always set: checkouts before its default changed have it off.
+    # Mutated inputs are always set: an earlier checkout may have them off by default.
     if lean is not None:
         env["GRACE_LEAN_REPLAY"] = flag[lean]
     if not guard:
@@ -72,8 +72,8 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("grace-no-copy-grads", "GraCE, gradients not copied", "reduce-overhead",
          env=_grace(True, True, True, copy_grads=False)),
     # GraCE with graphs for functions that mutate the inputs the tree copies
-    # (grace.config.mutated_inputs), as "grace" has them: the name of TKE's rows before that
-    # switch was on by default, and for MODE@TREE with such a checkout
+    # (grace.config.mutated_inputs), as "grace" has them: the mode TKE's committed rows name, and
+    # the switch on for MODE@TREE with a checkout whose default is off
     Mode("grace-mutated-inputs", "GraCE, mutated inputs copied back", "reduce-overhead",
          env=_grace(True, True, True, mutated_inputs=True)),
     # and without them, stock's refusal of such functions: what TKE loses without its graph
