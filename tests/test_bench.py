@@ -1008,6 +1008,24 @@ def test_the_no_copy_grads_mode_turns_only_gradient_copies_off() -> None:
     assert "GRACE_COPY_GRADS" not in grace, "grace@TREE keeps that checkout's default"
 
 
+def test_the_mutated_inputs_modes_differ_from_grace_only_there() -> None:
+    grace = MODES["grace"].env
+    assert grace["GRACE_MUTATED_INPUTS"] == "1", "set, so that an earlier checkout has it on too"
+    assert MODES["grace-mutated-inputs"].env == grace
+    assert MODES["grace-no-mutated-inputs"].env == {**grace, "GRACE_MUTATED_INPUTS": "0"}
+
+
+def test_the_pi_choice_mode_has_scg_profile_every_strategy() -> None:
+    from grace.option_values import problems
+
+    choice = MODES["grace-pi-choice"].env
+    assert choice == {**MODES["grace"].env, "GRACE_SCG_PI_STRATEGIES": "ptx,prelude,exec-update"}
+    import grace.config
+
+    with grace.config.patch(scg_pi_strategies=choice["GRACE_SCG_PI_STRATEGIES"]):
+        assert "scg_pi_strategies" not in problems(), "a value the option accepts"
+
+
 def test_figure_11s_bars_add_one_optimization_at_a_time() -> None:
     """CGCT, +PI and +SCG run with lean replay off; GraCE, the last bar, leaves it to the
     checkout's default (on)."""

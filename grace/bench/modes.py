@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from grace.option_values import PTX
+from grace.option_values import EXEC_UPDATE, PRELUDE, PTX
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class Mode:
 
 
 def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool | None = None,
-           guard: bool = True, copy_grads: bool = True, mutated_inputs: bool = True) -> dict[str, str]:
+           guard: bool = True, copy_grads: bool = True, mutated_inputs: bool = True,
+           pi_choices: str = "") -> dict[str, str]:
     flag = {True: "1", False: "0"}
     env = {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
            "GRACE_PI_STRATEGY": pi_strategy}
@@ -45,6 +46,8 @@ def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool |
     if not copy_grads:
         env["GRACE_COPY_GRADS"] = "0"
     env["GRACE_MUTATED_INPUTS"] = flag[mutated_inputs]
+    if pi_choices:
+        env["GRACE_SCG_PI_STRATEGIES"] = pi_choices
     return env
 
 
@@ -79,6 +82,11 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     # and without them, stock's refusal of such functions: what TKE loses without its graph
     Mode("grace-no-mutated-inputs", "GraCE, mutated inputs refused", "reduce-overhead",
          env=_grace(True, True, True, mutated_inputs=False)),
+    # GraCE with SCG profiling each of PI's strategies as a further choice per graph
+    # (grace.config.scg_pi_strategies) and deploying the fastest: Table 3's rows whose inputs a
+    # vendor kernel reads (MMC, ST, DR-I), which strategy (1) leaves copied
+    Mode("grace-pi-choice", "GraCE, SCG choosing PI's strategy", "reduce-overhead",
+         env=_grace(True, True, True, pi_choices=f"{PTX},{PRELUDE},{EXEC_UPDATE}")),
 )}
 
 # The paper's Figures 10 and 11 (and Figure 11's fourth bar, lean replay).
