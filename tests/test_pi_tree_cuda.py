@@ -203,6 +203,47 @@ def test_training_gradients_equal_eager_with_fresh_inputs(pi) -> None:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"grad, step {i}")
 
 
+def test_a_backward_that_fails_its_check_after_its_activations_died_is_retired(pi, monkeypatch) -> None:
+    """Strategy ptx does not hold a backward's activations (outputs of the forward's graph)
+    through its capture, so the graph may reuse their memory as stock's does. Forced to fail its
+    check, such a graph cannot be captured again on activations that died, so it is retired:
+    that step's gradients come from the stock kernels, the node never replays, the backward
+    records again stock at the next step, and every step equals eager."""
+    from grace.pi import finish, retire
+
+    forced: list[str] = []
+
+    def untrusted(rec: Any, captured: Any, *args: Any) -> str:
+        forced.append(captured.name)
+        return "forced by the test"
+
+    monkeypatch.setattr(finish, "why_untrusted", untrusted)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 8)).cuda()
+    reference = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 8)).cuda()
+    reference.load_state_dict(model.state_dict())
+
+    def step(m: Any, x: Any) -> Any:
+        return (m(torch.tanh(x)) ** 2).mean()
+
+    compiled = torch.compile(lambda x: step(model, x), mode="reduce-overhead")
+    for i in range(6):
+        x = _fresh(32, 64)
+        for p in (*model.parameters(), *reference.parameters()):
+            p.grad = None
+        loss = compiled(x)
+        loss.backward()
+        expected = step(reference, x)
+        expected.backward()
+        torch.testing.assert_close(loss, expected, msg=f"loss, step {i}")
+        for p, q in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"grad, step {i}")
+    retired = [n for n in _nodes() if n.grace_retired]
+    assert forced and len(retired) == 1, f"checks forced to fail: {forced}; retired: {len(retired)}"
+    assert isinstance(retired[0].graph, retire.RetiredGraph)
+    assert retire.refused(retired[0].wrapped_function.model) == "forced by the test"
+
+
 @pytest.mark.parametrize("strategy", ["exec-update", "prelude"])
 def test_kernel_arguments_rewritten_for_triton_and_cublas_equal_eager(pi, strategy: str) -> None:
     """Strategies (3) and (2): the graph's arguments are rewritten, from the host or by the

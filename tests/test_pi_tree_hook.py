@@ -7,6 +7,7 @@ with a stand-in for Triton's autotuner, so each rule is checked on its own.
 
 from __future__ import annotations
 
+import inspect
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -1159,10 +1160,11 @@ class RecordNode:
     recording inputs' memory that do not own it, as the tree makes them, and it allocates
     recording inputs as the tree does (a copy of each non-static input; the others as given)."""
 
-    def __init__(self, inputs: list[Any], non_static: list[int]) -> None:
-        self.device, self.id, self.grace_pi = "cpu", 5, "unset"
+    def __init__(self, inputs: list[Any], non_static: list[int], managed: list[int] | None = None) -> None:
+        self.device, self.id, self.grace_pi, self.grace_retired = "cpu", 5, "unset", False
         self.graph: Any = "graph as the tree made it"
         self.non_static_input_idx, self.expanded_dims = non_static, [[] for _ in inputs]
+        self.cudagraph_managed_idxs = managed or []
         self.wrapped_function = SimpleNamespace(mutated_input_idxs=[])
         self.reconstructed_inputs = [self._reconstruct_from_tensor_metadata(self._tensor_metadata(x))
                                      if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -1170,14 +1172,15 @@ class RecordNode:
         self.handed: list[list[Any]] = []  # the layouts handed to _allocate_and_copy_recording_inputs
 
     @staticmethod
-    def _tensor_metadata(x: torch.Tensor) -> dict[str, Any]:
+    def _tensor_metadata(x: torch.Tensor, ignore_storage_offset: bool = True) -> dict[str, Any]:
         return {"nbytes": x.untyped_storage().nbytes(), "data_ptr": x.untyped_storage().data_ptr(),
-                "size": x.shape, "stride": x.stride(), "dtype": x.dtype, "device": x.device}
+                "size": x.shape, "stride": x.stride(), "dtype": x.dtype, "device": x.device,
+                "storage_offset": 0 if ignore_storage_offset else x.storage_offset()}
 
     @staticmethod
     def _reconstruct_from_tensor_metadata(meta: dict[str, Any]) -> torch.Tensor:
         storage = torch._C._construct_storage_from_data_pointer(meta["data_ptr"], meta["device"], meta["nbytes"])
-        return torch.empty(0, dtype=meta["dtype"]).set_(storage, 0, meta["size"], meta["stride"])
+        return torch.empty(0, dtype=meta["dtype"]).set_(storage, meta["storage_offset"], meta["size"], meta["stride"])
 
     def _allocate_and_copy_recording_inputs(self, inputs: list[Any]) -> list[Any]:
         self.handed.append([(x.stride(), x.storage_offset()) if isinstance(x, torch.Tensor) else x for x in inputs])
@@ -1405,3 +1408,129 @@ def test_record_captures_again_stock_when_planning_raises(monkeypatch, caplog) -
     assert node.grace_pi is None and out[0] is node.allocated[0][0] and torch.equal(out[0], x), \
         "the second capture's outputs, on placeholders of its own"
     assert "planning it raised RuntimeError: instantiation failed" in caplog.text
+
+
+# --- record: earlier graphs' outputs released through the capture, and a graph retired ---------
+
+
+def _two_input_model() -> Any:
+    """Generated code for ``2 * input 0 + input 1``: input 1 stands for a forward's activation
+    (a managed input), dropped by the code as Inductor's drops its inputs."""
+    def body(args: list[Any]) -> Any:
+        x, act = args
+        args.clear()
+        return (x * 2 + act,)
+
+    return generated(body)
+
+
+class _ZerosCapture:
+    """A capture whose outputs are zeros (what an untrusted graph might leave): whatever the
+    caller gets must come from elsewhere."""
+
+    def __init__(self, node: Any) -> None:
+        self.node, self.calls = node, []
+
+    def __call__(self, inputs: list[Any], watch: Any) -> Any:
+        self.calls.append((self.node.graph, [id(x) for x in inputs], watch))
+        inputs.clear()
+        return (torch.zeros(64),)
+
+
+def test_a_ptx_capture_releases_the_managed_inputs_and_a_prelude_one_holds_them() -> None:
+    """Strategy ptx holds neither placeholders nor managed inputs; the check reads a managed
+    input through a view made before the capture, with its storage offset (an earlier graph's
+    output may be a view into a larger buffer); strategies (2) and (3) hold every input."""
+    from grace.pi.tree_hook import held_through_capture
+
+    buffer = torch.randn(96)
+    x, act, static = torch.randn(64), buffer[16:80], torch.randn(8)
+    inputs = [x, act, static]
+    model = _two_input_model()
+    node = RecordNode(inputs, non_static=[0], managed=[1])
+    ptx = start_recording("cpu", inputs, non_static_input_idx=[0], model=GENERATED)
+    held = held_through_capture(ptx, inputs, node, model)
+    assert held.kept[:2] == [None, None] and held.kept[2] is static and held.released == {0, 1}
+    assert not held.managed_died()
+    seen = held.inputs_after_capture(node)
+    assert seen[0] is node.reconstructed_inputs[0] and seen[2] is static
+    assert seen[1] is not act and seen[1].data_ptr() == act.data_ptr() and torch.equal(seen[1], act)
+
+    class Unremembered:  # no weak reference to it can be made
+        __slots__ = ()
+
+        def __call__(self, args: list[Any]) -> Any:
+            return ()
+
+    kept = held_through_capture(ptx, inputs, node, Unremembered()).kept
+    assert kept[0] is None and kept[1] is act, "code that cannot be remembered weakly keeps its managed inputs held"
+    ptx.strategy = PRELUDE
+    assert [k is v for k, v in zip(held_through_capture(ptx, inputs, node, model).kept, inputs)] == [True] * 3
+
+
+def test_a_failed_check_whose_managed_input_died_retires_the_graph(monkeypatch, caplog) -> None:
+    """The check failed and an earlier graph's output the graph reads died during the capture:
+    no second capture (it would read that memory where the graph may have put its buffers);
+    this call's outputs are the stock kernels', the node never replays, and the function's
+    next recording is stock."""
+    import contextlib
+
+    from grace.pi import retire as retiring
+    from grace.pi.tree_hook import RETIRED_BEFORE, Finished, record
+
+    monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
+    memory = torch.randn(96)  # the pool's memory: it outlives the activation's tensor, as on the GPU
+    x = torch.randn(64)
+    inputs = [x, memory[16:80]]  # only the list holds the activation's tensor, a view into a buffer
+    node = RecordNode(inputs, non_static=[0], managed=[1])
+    model = _two_input_model()
+    capture = _ZerosCapture(node)
+    with caplog.at_level("WARNING", logger="grace.pi"):
+        (out,) = record(node, model, inputs, capture)
+    assert len(capture.calls) == 1, "not captured again"
+    torch.testing.assert_close(out, x * 2 + memory[16:80], msg="this call's outputs are the stock kernels'")
+    assert node.grace_retired and node.grace_pi is None and "retired" in caplog.text
+    assert isinstance(node.graph, retiring.RetiredGraph) and node.graph.captured == "graph as the tree made it"
+    node.graph.replay()  # the tree's first replay after the recording: nothing
+    assert torch.equal(out, x * 2 + memory[16:80])
+    with pytest.raises(RuntimeError, match="retired PI graph was replayed"):
+        node.graph.replay()
+    assert retiring.refused(model) == "differs"
+
+    again_inputs = [torch.randn(64), torch.randn(64)]
+    second = RecordNode(again_inputs, non_static=[0], managed=[1])
+    capture = _Capture(second, model)
+    record(second, model, again_inputs, capture)
+    ((_, _, watch),) = capture.calls
+    assert isinstance(watch, contextlib.nullcontext), "its next recording is stock, once"
+    from grace.pi import report
+
+    assert any(RETIRED_BEFORE in why for r in report.records() for why in r.copied.values())
+
+
+def test_a_failed_check_whose_managed_input_lives_on_captures_again_with_it(monkeypatch) -> None:
+    from grace.pi.tree_hook import Finished, record
+
+    monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
+    monkeypatch.setattr("grace.pi.tree_hook.new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
+    x, act = torch.randn(64), torch.randn(64)  # the test holds the activation, as autograd may
+    node = RecordNode([x, act], non_static=[0], managed=[1])
+    model = _two_input_model()
+    capture = _Capture(node, model)
+    record(node, model, [x, act], capture)
+    (_, first_ids, _), (second_graph, second_ids, _) = capture.calls
+    (again,) = node.allocated
+    assert again[1] is act and second_ids[1] == id(act), "the managed input itself, at its address"
+    assert again[0] is not x and torch.equal(again[0], x)
+    assert second_graph == "a fresh graph" and not node.grace_retired
+
+
+def test_the_patched_check_invariants_refuses_a_retired_node_first() -> None:
+    from torch._inductor import cudagraph_trees
+
+    if "grace_retired" not in inspect.getsource(cudagraph_trees.CUDAGraphNode.check_invariants):
+        pytest.skip("GraCE's overlay with the PI patches is not active here (run `make setup`)")
+    node = cudagraph_trees.CUDAGraphNode.__new__(cudagraph_trees.CUDAGraphNode)
+    node.grace_retired = True  # and nothing else: the test must not reach the node's other state
+    status, why = cudagraph_trees.CUDAGraphNode.check_invariants(node, [])
+    assert status != cudagraph_trees.CheckInvariantStatus.SUCCESS and "retired" in why()

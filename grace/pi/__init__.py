@@ -21,14 +21,18 @@ Invariants, in the order they are established:
    recorded function run with stock kernels, or the graph is captured again as stock.
 4. Per replay, an input that breaks what the kernels were specialized on (alignment, strides,
    storage offset) or that aliases another input is copied, as PT2-CG does.
-5. Under strategy (1) a placeholder is not held through the capture, so that the graph may
-   reuse its memory after the input's last use, as stock's does; a weak reference keeps its
-   storage's identity (invariant 3 matches by it) until the graph is deployed, the other
-   recording inputs are held until the check of 3 has run the model on them, and a second
-   capture (stock's, where that check fails) gets placeholders of its own with the same bytes
-   (:class:`grace.pi.tree_hook.HeldInputs`); a check that cannot put the inputs' bytes back
-   stops the recording. Strategies (2) and (3), which match by address, hold every recording
-   input from before the capture until the graph is deployed.
+5. Under strategy (1) neither a placeholder nor an earlier graph's output (a managed input)
+   is held through the capture, so that the graph may reuse its memory after the input's last
+   use, as stock's does; a weak reference keeps a placeholder's storage identity (invariant 3
+   matches by it) until the graph is deployed; static inputs are held until the check of 3
+   has run the model on them; a second capture (stock's, where that check fails) gets
+   placeholders of its own with the same bytes and the managed inputs themselves
+   (:class:`grace.pi.tree_hook.HeldInputs`), and where a managed input died during the first
+   capture the graph is retired instead (:mod:`grace.pi.retire`: this call's outputs from
+   stock kernels, the node never replayed, the function recorded again stock); a check that
+   cannot put the inputs' bytes back stops the recording. Strategies (2) and (3), which match
+   by address, hold every recording input from before the capture until the graph is
+   deployed.
 
 Modules: :mod:`~grace.pi.ptx` (the PTX pass), :mod:`~grace.pi.triton_stage` (the pass inside
 Triton's compiler, keyed by kernel name), :mod:`~grace.pi.launch_args` (which launch arguments

@@ -27,8 +27,9 @@ class Captured:
     """What one capture left, which planning and the check read.
 
     ``model`` is the function the graph recorded, which the check runs with stock kernels;
-    ``inputs`` are the recording inputs; a placeholder the capture released is the tree's
-    non-owning view of its memory (:class:`grace.pi.tree_hook.HeldInputs`)."""
+    ``inputs`` are the recording inputs; one the capture released (a placeholder, an earlier
+    graph's output) is a view of its memory that does not own it
+    (:class:`grace.pi.tree_hook.HeldInputs`)."""
 
     node: Any
     name: str  # "graph N", for logs and reports

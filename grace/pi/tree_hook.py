@@ -18,14 +18,14 @@ instead of copying their bytes. Three moments, each a call from the patch
    :func:`start_recording` notes each placeholder by its storage's identity and allocates the
    table's device memory, outside the graph's memory pool (a block of the pool that no output
    owns would fail the tree's ``check_memory_pool``, and the table must outlive the capture).
-   Under strategy (1) the capture does not hold the placeholders: the graph may put its own
-   buffers in a placeholder's memory after the input's last use, as stock's capture does (the
-   tree refills placeholders before every replay; the check of step 3, which replays once
-   more, puts their bytes back). A weak reference to each placeholder's storage keeps its
-   identity, by which launch arguments are matched to placeholders, never by address; the
-   other recording inputs are held as stock holds them (:class:`HeldInputs`). Strategies (2) and
-   (3) find their patch sites by address, so they hold every recording input through the
-   capture.
+   Under strategy (1) the capture holds neither the placeholders nor the outputs of earlier
+   graphs it reads: the graph may put its own buffers in their memory after their last use, as
+   stock's capture does (the tree refills placeholders before every replay; the check of step
+   3, which replays once more, puts every input's bytes back). A weak reference to each
+   placeholder's storage keeps its identity, by which launch arguments are matched to
+   placeholders, never by address; static inputs are held as stock holds them
+   (:class:`HeldInputs`). Strategies (2) and (3) find their patch sites by address, so they
+   hold every recording input through the capture.
 2. During the capture, :meth:`grace.pi.observe.Recording.launch` (from ``CachingAutotuner.run``) redirects each
    launch whose pointer arguments are placeholders or views of them (the variant is compiled
    there, the first time, with this thread's capture mode relaxed so that loading its module
@@ -40,7 +40,10 @@ instead of copying their bytes. Three moments, each a call from the patch
    generator, saved state compared on the host, read state handed over as host copies). If they
    differ, or the check cannot run (a higher-order operator, which the mode does not see into),
    the graph is not trusted: :func:`record` captures it again with PI off, exactly as stock PyTorch would, and the log
-   says why, on placeholders of its own under strategy (1). Inputs the graph mutates are
+   says why, on placeholders of its own under strategy (1); where an earlier graph's output it
+   reads died during the capture, it cannot be captured again and is retired
+   (:mod:`grace.pi.retire`): this call's outputs are the stock kernels', and the function
+   records again, stock, at its next call. Inputs the graph mutates are
    compared too, and put back. Otherwise the node gets its
    :class:`grace.pi.replay.PIReplay` (an input keeps its copy if an output aliases it, if the graph mutates
    it, or if a launch that read it could not be redirected). The table is filled with the
@@ -88,9 +91,12 @@ from grace.pi.finish import RNG_UNCHECKABLE, UNVERIFIABLE_AT_WARMUP, Finished, r
 from grace.pi.guard import InputLayout
 from grace.pi.observe import Recording, Warmup, unverifiable_at_warmup
 from grace.pi.plan import Placeholder
+from grace.pi.retire import can_retire, refused, retire
 from grace.pi.table import write_mode as table_write_mode
 
 log = get_logger("grace.pi")
+
+RETIRED_BEFORE = "PI retired a graph of this function after its check failed"
 
 TABLE_CAPACITY = 1024  # slots a graph may use; 8 KiB of device memory per recorded graph
 ALIGNMENT = 16  # Triton specializes pointer arguments on 16-byte divisibility
@@ -129,20 +135,27 @@ def record(node: Any, model: Any, inputs: list[Any],
     (:meth:`grace.pi.observe.Recording.finish`) is captured again with every launch stock, into a
     fresh graph; so is one whose planning raised, which would otherwise leave the node half made
     after the tree restored its allocator for it. What the recording holds through the capture
-    is :func:`held_through_capture`'s to say. A function PI does not record (no placeholder, or
-    not Inductor's generated code) is captured once, as stock; so is one handed a random-number
-    generator, whose graph draws other numbers each time it runs and so could never pass the
-    check.
+    is :func:`held_through_capture`'s to say; a graph that fails its check after its capture let
+    an earlier graph's output die cannot be captured again, and is retired instead
+    (:mod:`grace.pi.retire`). A function PI does not record (no placeholder, or not Inductor's
+    generated code) is captured once, as stock; so is one handed a random-number generator,
+    whose graph draws other numbers each time it runs and so could never pass the check, and
+    one whose graph PI retired before.
     """
     recording = start_recording(node.device, inputs, node.non_static_input_idx, model)
     if recording is None:
         return capture(inputs, contextlib.nullcontext())
-    seen = unverifiable_at_warmup(model)
-    if recording.has_rng or seen is not None:  # its check could never pass: one stock capture, not two
-        why = RNG_UNCHECKABLE if recording.has_rng else f"{UNVERIFIABLE_AT_WARMUP}: {seen}"
+    seen, retired = unverifiable_at_warmup(model), refused(model)
+    if recording.has_rng or seen is not None or retired is not None:  # one stock capture, not two
+        if recording.has_rng:
+            why = RNG_UNCHECKABLE
+        elif seen is not None:
+            why = f"{UNVERIFIABLE_AT_WARMUP}: {seen}"
+        else:
+            why = f"{RETIRED_BEFORE}: {retired}"
         recorded_stock(recording, f"graph {node.id}", why)
         return capture(inputs, contextlib.nullcontext())
-    held = held_through_capture(recording, inputs)
+    held = held_through_capture(recording, inputs, node, model)
     if recording.keeps_graph:  # strategies (2) and (3) read the captured graph's nodes
         node.graph = new_graph(node.device, inputs, keep_graph=True)
     outputs = capture(inputs, recording.active())
@@ -159,6 +172,10 @@ def record(node: Any, model: Any, inputs: list[Any],
     node.grace_pi = finished.replay
     if finished.rerecord is None:
         return outputs
+    if held.managed_died():  # a second capture would read it where the graph may have put its buffers
+        retire(node, model, seen_inputs, outputs, recording.device, recording.random, f"graph {node.id}",
+               finished.rerecord)
+        return outputs
     del outputs, finished, recording
     again = held.inputs_again(node, seen_inputs)
     del seen_inputs, held  # the second capture holds its inputs as stock's does: the list it drops
@@ -172,50 +189,68 @@ class HeldInputs:
     Under strategies (2) and (3) every recording input is held until the graph is deployed:
     they find the kernel arguments to rewrite by address (any argument that points into a
     placeholder), which is sound only while nothing else can live at a placeholder's address.
-    Under strategy (1) the placeholders are not held, so that the graph may put its own buffers
-    in a placeholder's memory after the input's last use, as stock's capture does (holding them
-    made PI's pools larger than PT2-CG's). What strategy (1) keeps instead:
+    Under strategy (1) neither the placeholders nor the outputs of earlier graphs that the tree
+    manages (``cudagraph_managed_idxs``) are held, so that the graph may put its own buffers in
+    their memory after their last use, as stock's capture does (holding them made PI's pools
+    larger than PT2-CG's). What strategy (1) keeps instead:
 
     - a weak reference to each placeholder's storage: launches and operators are matched to
       placeholders by storage identity (the StorageImpl's address), and a StorageImpl stays
       allocated while a weak reference to it lives, though its memory goes back to the pool;
-    - the other recording inputs (static ones, and outputs of earlier graphs that the tree
-      manages), held until the check is done: it runs the model on them again, and a second
-      capture must not find them freed. Stock's capture lets a managed input die when the
-      model drops it (a forward's activation read last by the backward), and its memory be
-      reused; held, it cannot be, so these inputs still cost the pool what they did;
-    - for the check, the node's ``reconstructed_inputs`` in the placeholders' places: views of
-      their memory that do not own it, as the tree copies into before each replay. Nothing runs
-      in the pool between the capture and the check; the check puts every placeholder's bytes
-      back after its own replay, for the tree's first replay and for a second capture.
+    - a weak reference to each managed input, which tells, if the check fails, whether it is
+      still alive for a second capture (someone else holds it) or died during the first
+      (the graph is retired then, :mod:`grace.pi.retire`);
+    - the static inputs, held until the check is done, as stock holds them;
+    - for the check, views of the released inputs' memory that do not own it: the node's
+      ``reconstructed_inputs`` for the placeholders (as the tree copies into before each
+      replay), and for each managed input one made before the capture with its storage offset
+      (the tree's reconstructions leave it out: a placeholder starts its storage, an earlier
+      graph's output need not). Nothing runs in the pool between the capture and the check;
+      the check puts every input's bytes back after its own replay, for the tree's first
+      replay and for a second capture.
 
     A second capture (the check failed) gets placeholders of its own, allocated in the pool as
     the tree allocated the first (``_allocate_and_copy_recording_inputs``) from copies made
     outside it first (a new placeholder may land on an old one's memory), and the node's
-    ``reconstructed_inputs`` are made again over them.
+    ``reconstructed_inputs`` are made again over them; it gets the managed inputs themselves.
     """
 
-    def __init__(self, inputs: list[Any], released: Sequence[int]) -> None:
+    def __init__(self, inputs: list[Any], placeholders: Sequence[int], managed: Sequence[int] = (),
+                 node: Any = None) -> None:
+        import weakref
+
         from torch.multiprocessing.reductions import StorageWeakRef
 
-        self.released: frozenset[int] = frozenset(released)
+        self.placeholders: frozenset[int] = frozenset(placeholders)
+        self.managed: dict[int, Any] = {i: weakref.ref(inputs[i]) for i in managed}
+        self.managed_views: dict[int, Any] = {i: reconstructed(node, inputs[i], with_offset=True) for i in managed}
+        self.released: frozenset[int] = self.placeholders | frozenset(self.managed)
         self.kept: list[Any] = [None if i in self.released else x for i, x in enumerate(inputs)]
-        self.identities: list[Any] = [StorageWeakRef(inputs[i].untyped_storage()) for i in self.released]
+        self.identities: list[Any] = [StorageWeakRef(inputs[i].untyped_storage()) for i in self.placeholders]
 
     def inputs_after_capture(self, node: Any) -> list[Any]:
-        """The recording inputs for the check: held ones, and the placeholders' reconstructions."""
-        return [node.reconstructed_inputs[i] if i in self.released else x for i, x in enumerate(self.kept)]
+        """The recording inputs for the check: held ones, and the released ones' reconstructions."""
+        return [node.reconstructed_inputs[i] if i in self.placeholders else self.managed_views.get(i, x)
+                for i, x in enumerate(self.kept)]
+
+    def managed_died(self) -> bool:
+        """Whether a managed input released through the capture is gone (it cannot be captured again)."""
+        return any(ref() is None for ref in self.managed.values())
 
     def inputs_again(self, node: Any, seen_inputs: list[Any]) -> list[Any]:
-        """Recording inputs for a second capture (see the class's note); the node's
-        ``reconstructed_inputs`` follow them."""
+        """Recording inputs for a second capture (see the class's note): every managed input
+        must still be alive (:meth:`managed_died`); the node's ``reconstructed_inputs`` follow."""
         import torch
 
         from grace import trees
 
         if not self.released:
             return list(self.kept)
-        values = [copied_as_laid_out(x) if i in self.released else x for i, x in enumerate(seen_inputs)]
+        values = [copied_as_laid_out(x) if i in self.placeholders else x for i, x in enumerate(seen_inputs)]
+        for i, ref in self.managed.items():
+            values[i] = ref()
+            if values[i] is None:
+                raise RuntimeError(f"GraCE internal error: managed input {i} died; the graph must be retired")
         again = node._allocate_and_copy_recording_inputs(values)  # synchronizes, then drops the copies
         if torch.device(node.device).type == "cuda":
             trees.release_cached_memory(node.device)  # the copies, left cached, would stay reserved
@@ -233,19 +268,26 @@ def copied_as_laid_out(x: Any) -> Any:
         x.untyped_storage().clone(), x.storage_offset(), x.size(), x.stride())
 
 
-def reconstructed(node: Any, x: Any) -> Any:
-    """The tree's non-owning view of a recording input (``CUDAGraphNode.__init__``'s own)."""
+def reconstructed(node: Any, x: Any, with_offset: bool = False) -> Any:
+    """The tree's non-owning view of a recording input (``CUDAGraphNode.__init__``'s own, which
+    leaves the storage offset out), or with it."""
     import torch
 
-    return node._reconstruct_from_tensor_metadata(node._tensor_metadata(x)) if isinstance(x, torch.Tensor) else x
+    if not isinstance(x, torch.Tensor):
+        return x
+    return node._reconstruct_from_tensor_metadata(node._tensor_metadata(x, ignore_storage_offset=not with_offset))
 
 
-def held_through_capture(recording: Recording, inputs: list[Any]) -> HeldInputs:
-    """Every recording input held under strategies (2) and (3); under strategy (1), all but
-    the placeholders (:class:`HeldInputs`)."""
+def held_through_capture(recording: Recording, inputs: list[Any], node: Any, model: Any) -> HeldInputs:
+    """Every recording input held under strategies (2) and (3); under strategy (1), all but the
+    placeholders and the managed inputs (:class:`HeldInputs`). The managed ones are held too
+    where ``model`` cannot be remembered as retired (:func:`grace.pi.retire.can_retire`)."""
+    import torch
+
     if recording.keeps_graph:
-        return HeldInputs(inputs, released=())
-    return HeldInputs(inputs, released=[p.input_index for p in recording.placeholders.values()])
+        return HeldInputs(inputs, placeholders=())
+    managed = [i for i in node.cudagraph_managed_idxs if isinstance(inputs[i], torch.Tensor)] if can_retire(model) else []
+    return HeldInputs(inputs, [p.input_index for p in recording.placeholders.values()], managed, node)
 
 
 def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int],

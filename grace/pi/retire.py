@@ -1,0 +1,106 @@
+"""A PI graph that failed its check after its capture let an earlier graph's output die.
+
+Design note
+-----------
+Under strategy (1) the capture holds neither the placeholders nor the recording inputs that
+earlier graphs of the tree made (the node's ``cudagraph_managed_idxs``: a forward's
+activations, read last by its backward), so that the graph may reuse their memory after their
+last use, as stock's capture does (:class:`grace.pi.tree_hook.HeldInputs`). The check does not
+need them held: nothing runs in the pool between the capture and the check, which reads them
+through the node's ``reconstructed_inputs`` and puts their bytes back after its own replay. A
+failed check does: a second, stock capture must find such an input alive at its address (the
+tree does not copy it), and one that died during the capture is not. Such a graph is retired
+instead of captured again:
+
+1. This call's outputs are the stock kernels': the recorded function runs once more on the
+   recording inputs (their bytes as they were: the check put them back) and its results are
+   copied into the capture's outputs, which the tree hands out and tracks as any recording's.
+   It mutates what the tree's first replay would have mutated, once.
+2. The node's graph becomes a :class:`RetiredGraph`: the tree's first replay, which follows the
+   recording, does nothing; ``node.grace_retired`` makes ``check_invariants`` refuse the node
+   from then on (``patches/pi/0004``), so the tree never replays it and records the function
+   again at its next call, as it does for a node whose invariants no longer hold.
+3. That recording, and every later one of the same function, is stock (:func:`refused`): the
+   check failed for this function's code, and it would fail again. The report keeps the
+   retired graph's record (``none (recorded again, stock)``, from the failed check) and adds
+   the stock one's.
+
+Only a function whose compiled code can be remembered weakly is recorded so
+(:func:`can_retire`); any other keeps every managed input held through the capture, as
+before, and is captured again on a failed check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from grace.log import get_logger
+from grace.pi.check import RandomUse, vendor_workspaces_released
+from grace.random_state import host_random_state
+
+log = get_logger("grace.pi")
+
+# compiled code (a node's ``wrapped_function.model``) -> why its PI graph was retired
+_REFUSED: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+class RetiredGraph:
+    """``node.graph`` of a retired node. The tree replays a node's graph once right after its
+    recording; here the outputs already hold the stock run's values, so that replay does
+    nothing. The node never passes ``check_invariants`` again, so a later replay is a bug."""
+
+    def __init__(self, captured: Any, why: str) -> None:
+        self.captured = captured  # never replayed; kept, so the pool's graphs are the tree's count
+        self.why = why
+        self._first_replay_done = False
+
+    def replay(self) -> None:
+        if self._first_replay_done:
+            raise RuntimeError(f"GraCE internal error: a retired PI graph was replayed (retired: {self.why})")
+        self._first_replay_done = True
+
+
+def can_retire(model: Any) -> bool:
+    """Whether ``model`` can be remembered as refused without keeping it alive."""
+    try:
+        weakref.ref(model)
+    except TypeError:
+        return False
+    return True
+
+
+def refused(model: Any) -> str | None:
+    """Why PI retired a graph of ``model`` (its later recordings are stock), or None."""
+    try:
+        return _REFUSED.get(model)
+    except TypeError:
+        return None
+
+
+def retire(node: Any, model: Any, inputs: Sequence[Any], outputs: Sequence[Any], device: Any,
+           random: RandomUse, name: str, why: str) -> None:
+    """Retire ``node`` (see the design note): ``outputs`` get the stock run's values on
+    ``inputs``, the node's graph a :class:`RetiredGraph`, and ``model`` is refused from now on."""
+    import torch
+
+    with (vendor_workspaces_released(device),
+          host_random_state() if random.reads_state else contextlib.nullcontext()):
+        returned = model(list(inputs))
+    if not isinstance(returned, (list, tuple)):
+        returned = (returned,)
+    for out, value in zip(outputs, returned, strict=True):
+        if isinstance(out, torch.Tensor) and out.data_ptr() != value.data_ptr():
+            out.copy_(value)  # an output that is a view of an input is the same memory already
+    del returned
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+    node.graph = RetiredGraph(node.graph, why)
+    node.grace_retired = True
+    node.grace_pi = None
+    _REFUSED[model] = why
+    log.warning("PI %s: retired: its check failed (%s) and an earlier graph's output it reads died during "
+                "the capture, so it cannot be captured again; this call's outputs are the stock kernels', "
+                "and the function records again, stock, at its next call", name, why)
