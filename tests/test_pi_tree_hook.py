@@ -1424,6 +1424,16 @@ def _two_input_model() -> Any:
     return generated(body)
 
 
+def _warmed_up(model: Any, inputs: list[Any]) -> Any:
+    """``model`` after the tree's warm-up of it under PI's watch, which found it checkable."""
+    from grace.pi import tree_hook
+
+    warm = tree_hook.start_warmup(model, inputs, static_input_idxs=[], managed_data_ptrs=set())
+    with warm.active():
+        model(list(inputs))
+    return model
+
+
 class _ZerosCapture:
     """A capture whose outputs are zeros (what an untrusted graph might leave): whatever the
     caller gets must come from elsewhere."""
@@ -1437,18 +1447,23 @@ class _ZerosCapture:
         return (torch.zeros(64),)
 
 
-def test_a_ptx_capture_releases_the_managed_inputs_and_a_prelude_one_holds_them() -> None:
+def test_a_ptx_capture_releases_the_managed_inputs_and_a_prelude_one_holds_them(monkeypatch) -> None:
     """Strategy ptx holds neither placeholders nor managed inputs; the check reads a managed
     input through a view made before the capture, with its storage offset (an earlier graph's
-    output may be a view into a larger buffer); strategies (2) and (3) hold every input."""
+    output may be a view into a larger buffer); strategies (2) and (3) hold every input. Only a
+    function a warm-up found checkable, and that can be remembered as retired, releases them."""
+    from grace.pi import tree_hook
     from grace.pi.tree_hook import held_through_capture
 
     buffer = torch.randn(96)
     x, act, static = torch.randn(64), buffer[16:80], torch.randn(8)
     inputs = [x, act, static]
-    model = _two_input_model()
     node = RecordNode(inputs, non_static=[0], managed=[1])
     ptx = start_recording("cpu", inputs, non_static_input_idx=[0], model=GENERATED)
+    unwatched = _two_input_model()
+    kept = held_through_capture(ptx, inputs, node, unwatched).kept
+    assert kept[0] is None and kept[1] is act, "no warm-up found it checkable: its managed inputs are held"
+    model = _warmed_up(_two_input_model(), [x, act])
     held = held_through_capture(ptx, inputs, node, model)
     assert held.kept[:2] == [None, None] and held.kept[2] is static and held.released == {0, 1}
     assert not held.managed_died()
@@ -1462,6 +1477,7 @@ def test_a_ptx_capture_releases_the_managed_inputs_and_a_prelude_one_holds_them(
         def __call__(self, args: list[Any]) -> Any:
             return ()
 
+    monkeypatch.setattr(tree_hook, "verifiable_at_warmup", lambda model: True)
     kept = held_through_capture(ptx, inputs, node, Unremembered()).kept
     assert kept[0] is None and kept[1] is act, "code that cannot be remembered weakly keeps its managed inputs held"
     ptx.strategy = PRELUDE
@@ -1483,7 +1499,7 @@ def test_a_failed_check_whose_managed_input_died_retires_the_graph(monkeypatch, 
     x = torch.randn(64)
     inputs = [x, memory[16:80]]  # only the list holds the activation's tensor, a view into a buffer
     node = RecordNode(inputs, non_static=[0], managed=[1])
-    model = _two_input_model()
+    model = _warmed_up(_two_input_model(), list(inputs))
     capture = _ZerosCapture(node)
     with caplog.at_level("WARNING", logger="grace.pi"):
         (out,) = record(node, model, inputs, capture)
@@ -1515,7 +1531,7 @@ def test_a_failed_check_whose_managed_input_lives_on_captures_again_with_it(monk
     monkeypatch.setattr("grace.pi.tree_hook.new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
     x, act = torch.randn(64), torch.randn(64)  # the test holds the activation, as autograd may
     node = RecordNode([x, act], non_static=[0], managed=[1])
-    model = _two_input_model()
+    model = _warmed_up(_two_input_model(), [x, act])
     capture = _Capture(node, model)
     record(node, model, [x, act], capture)
     (_, first_ids, _), (second_graph, second_ids, _) = capture.calls
@@ -1534,3 +1550,23 @@ def test_the_patched_check_invariants_refuses_a_retired_node_first() -> None:
     node.grace_retired = True  # and nothing else: the test must not reach the node's other state
     status, why = cudagraph_trees.CUDAGraphNode.check_invariants(node, [])
     assert status != cudagraph_trees.CheckInvariantStatus.SUCCESS and "retired" in why()
+
+
+def test_a_graph_found_unverifiable_only_at_its_capture_is_not_run_again_outside_it(monkeypatch) -> None:
+    """Retiring runs the function once more outside its capture, as its warm-up did; a graph
+    whose capture saw what its warm-up did not (an operator the check cannot run) is not run so:
+    the recording stops with an error that says why, rather than risk that run."""
+    from grace.pi.tree_hook import Finished, record
+
+    def unverifiable_then_untrusted(self: Any, *a: Any, **k: Any) -> Any:
+        self.unverifiable = "a higher-order operator"
+        return Finished(None, rerecord="the graph cannot be run outside its capture to be checked")
+
+    monkeypatch.setattr(observe.Recording, "finish", unverifiable_then_untrusted)
+    memory, x = torch.randn(96), torch.randn(64)
+    inputs = [x, memory[16:80]]
+    node = RecordNode(inputs, non_static=[0], managed=[1])
+    model = _warmed_up(_two_input_model(), list(inputs))
+    with pytest.raises(RuntimeError, match="cannot be run outside its capture"):
+        record(node, model, inputs, _ZerosCapture(node))
+    assert not node.grace_retired

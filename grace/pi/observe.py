@@ -193,6 +193,8 @@ class Warmup:
             yield
         if self.unverifiable is not None:
             note_unverifiable(self.model, self.unverifiable)
+        else:
+            note_verifiable(self.model)
 
     def launch(self, autotuner: Any, launcher: Any, args: Sequence[Any], kwargs: dict, stream: Any) -> Any:
         try:
@@ -215,6 +217,22 @@ class Warmup:
 # Where a warm-up's verdict is kept: on the warmed-up function itself, which the tree hands to
 # every recording of it, so that the verdict lives and dies with the function.
 _VERDICT_ATTR = "_grace_pi_unverifiable"
+_VERIFIED_ATTR = "_grace_pi_verifiable"
+
+
+def note_verifiable(model: Any) -> None:
+    """Note on ``model`` that a warm-up ran it to its end and saw nothing PI's check could not
+    run (what :func:`grace.pi.tree_hook.held_through_capture` asks before it releases an
+    earlier graph's output: its capture will not find otherwise)."""
+    try:
+        setattr(model, _VERIFIED_ATTR, True)
+    except (AttributeError, TypeError):
+        pass
+
+
+def verifiable_at_warmup(model: Any) -> bool:
+    """Whether a warm-up of ``model`` ran to its end and saw nothing PI's check could not run."""
+    return getattr(model, _VERIFIED_ATTR, False) and unverifiable_at_warmup(model) is None
 
 
 def note_unverifiable(model: Any, why: str) -> None:

@@ -25,9 +25,10 @@ instead of captured again:
    retired graph's record (``none (recorded again, stock)``, from the failed check) and adds
    the stock one's.
 
-Only a function whose compiled code can be remembered weakly is recorded so
-(:func:`can_retire`); any other keeps every managed input held through the capture, as
-before, and is captured again on a failed check.
+Only a function whose compiled code can be remembered weakly (:func:`can_retire`) and that a
+warm-up ran to its end and found checkable (:func:`grace.pi.observe.verifiable_at_warmup`) is
+recorded so: the stock run of step 1 is then one its warm-up already made. Any other keeps
+every managed input held through the capture and is captured again on a failed check.
 """
 
 from __future__ import annotations

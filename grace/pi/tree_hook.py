@@ -89,7 +89,7 @@ from grace.option_values import EXEC_UPDATE, PTX, checked
 from grace.pi.check import Captured, InputsNotRestored
 from grace.pi.finish import RNG_UNCHECKABLE, UNVERIFIABLE_AT_WARMUP, Finished, recorded_stock
 from grace.pi.guard import InputLayout
-from grace.pi.observe import Recording, Warmup, unverifiable_at_warmup
+from grace.pi.observe import Recording, Warmup, unverifiable_at_warmup, verifiable_at_warmup
 from grace.pi.plan import Placeholder
 from grace.pi.retire import can_retire, refused, retire
 from grace.pi.table import write_mode as table_write_mode
@@ -173,6 +173,10 @@ def record(node: Any, model: Any, inputs: list[Any],
     if finished.rerecord is None:
         return outputs
     if held.managed_died():  # a second capture would read it where the graph may have put its buffers
+        if recording.unverifiable is not None:  # its warm-up saw nothing of the kind
+            raise RuntimeError(f"GraCE internal error: PI graph {node.id} cannot be run outside its capture "
+                               f"({recording.unverifiable}), though its warm-up ran it; and an earlier graph's "
+                               "output it reads died during the capture, so it cannot be captured again")
         retire(node, model, seen_inputs, outputs, recording.device, recording.random, f"graph {node.id}",
                finished.rerecord)
         return outputs
@@ -281,12 +285,15 @@ def reconstructed(node: Any, x: Any, with_offset: bool = False) -> Any:
 def held_through_capture(recording: Recording, inputs: list[Any], node: Any, model: Any) -> HeldInputs:
     """Every recording input held under strategies (2) and (3); under strategy (1), all but the
     placeholders and the managed inputs (:class:`HeldInputs`). The managed ones are held too
-    where ``model`` cannot be remembered as retired (:func:`grace.pi.retire.can_retire`)."""
+    unless a retired graph could be made (:mod:`grace.pi.retire`): ``model`` can be remembered
+    as retired, and a warm-up ran it to its end and found it checkable, so that a stock run of
+    it after the capture is one its warm-up already made."""
     import torch
 
     if recording.keeps_graph:
         return HeldInputs(inputs, placeholders=())
-    managed = [i for i in node.cudagraph_managed_idxs if isinstance(inputs[i], torch.Tensor)] if can_retire(model) else []
+    releasable = can_retire(model) and verifiable_at_warmup(model)
+    managed = [i for i in node.cudagraph_managed_idxs if isinstance(inputs[i], torch.Tensor)] if releasable else []
     return HeldInputs(inputs, [p.input_index for p in recording.placeholders.values()], managed, node)
 
 
