@@ -367,6 +367,27 @@ def test_vendor_workspaces_are_freed_around_a_cuda_run_and_left_alone_elsewhere(
     assert cleared == ["cleared", "run", "cleared"]
 
 
+def test_every_check_fails_once_it_has_run_where_the_fallbacks_are_tested(built) -> None:
+    """``grace.config.pi_force_untrusted``: a graph that passes its check is reported untrusted
+    all the same, after the check ran and put the inputs back, so that it takes the path of a
+    real failure."""
+    import grace.config
+    from grace.pi.finish import FORCED_UNTRUSTED
+
+    rec, node, placeholder = _recorded(built, through_table=True)
+    before = placeholder.clone()
+    ran: list[str] = []
+
+    def model(args: list[Any]) -> list[torch.Tensor]:
+        ran.append("stock run")
+        return stock_model(args)
+
+    with grace.config.patch(pi_force_untrusted=True):
+        finished = _finish(rec, [], "graph 7", node, [node.out], model, [placeholder])
+    assert finished.replay is None and finished.rerecord == FORCED_UNTRUSTED and ran == ["stock run"]
+    assert torch.equal(placeholder, before)
+
+
 @pytest.mark.parametrize("through_table, factor, why", [
     (False, 2.0, "more NaN than stock"),  # a kernel the capture missed reads the overwritten placeholder
     (True, 3.0, "max |difference|"),  # an indirected kernel that computes something else

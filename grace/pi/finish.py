@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 log = get_logger("grace.pi")
 
+FORCED_UNTRUSTED = "untrusted as grace.config.pi_force_untrusted asks (testing PI's fallbacks)"
 RNG_UNCHECKABLE = "a generator is among the graph's inputs, so it cannot be run twice to be checked"
 UNVERIFIABLE_AT_WARMUP = "its warm-up showed the graph cannot be run outside its capture to be checked"
 
@@ -172,15 +173,21 @@ def why_untrusted(rec: Recording, captured: Captured, plan: GraphPlan, pointers:
                   placeholder_ptrs: list[int]) -> str | None:
     """Why the graph is not to be trusted as planned, or None: the check of :mod:`grace.pi.check`,
     told why this graph cannot be run outside its capture, if it cannot, and what its capture
-    saw of random numbers."""
+    saw of random numbers; after it, :data:`FORCED_UNTRUSTED` where
+    ``grace.config.pi_force_untrusted`` asks for every fallback."""
     if rec.has_rng:
         unverifiable = RNG_UNCHECKABLE
     elif rec.unverifiable is not None:  # run outside the capture it could differ, or crash
         unverifiable = f"the graph cannot be run outside its capture to be checked: {rec.unverifiable}"
     else:
         unverifiable = None
-    return check.validate(captured, plan, pointers, placeholder_ptrs,
-                          [t.input_index for t in rec.placeholders.values()], unverifiable, rec.random)
+    why = check.validate(captured, plan, pointers, placeholder_ptrs,
+                         [t.input_index for t in rec.placeholders.values()], unverifiable, rec.random)
+    from grace import config
+
+    if why is None and config.pi_force_untrusted:
+        return FORCED_UNTRUSTED
+    return why
 
 
 def deploy(rec: Recording, captured: Captured, plan: GraphPlan, pointers: Any,

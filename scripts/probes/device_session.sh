@@ -50,7 +50,7 @@
 #        stale-output guard's storage mark, a configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
 #        CUDA tests TESTS beside them; with T3RUN=<date>-table3, Table 3's copies per replay for the training workloads
 #        that draw random numbers (T3_WORKLOADS), resumable with the same T3RUN
-#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3_MODES=...] [T3TKE=1]] [UEXTRA=all-free-mut-lean-copy] SHARDS=5 T=590 bash .diag/device_session.sh
+#   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3_MODES=...] [T3TKE=1]] [UEXTRA="all-free-mut-lean-copy pi-ptx-untrusted"] SHARDS=5 T=590 bash .diag/device_session.sh
 #        upstream under every configuration of --list (and UEXTRA's), with the project's CUDA tests (TESTS) spread over
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
