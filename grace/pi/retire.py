@@ -7,10 +7,10 @@ earlier graphs of the tree made (the node's ``cudagraph_managed_idxs``: a forwar
 activations, read last by its backward), so that the graph may reuse their memory after their
 last use, as stock's capture does (:class:`grace.pi.tree_hook.HeldInputs`). The check does not
 need them held: nothing runs in the pool between the capture and the check, which reads them
-through the node's ``reconstructed_inputs`` and puts their bytes back after its own replay. A
-failed check does: a second, stock capture must find such an input alive at its address (the
-tree does not copy it), and one that died during the capture is not. Such a graph is retired
-instead of captured again:
+through views of their memory made before the capture and puts their bytes back after its own
+replay. A failed check does: a second, stock capture must find such an input alive at its
+address (the tree does not copy it). One that something else kept alive is captured again as
+before; where one died during the capture, the graph is retired instead:
 
 1. This call's outputs are the stock kernels': the recorded function runs once more on the
    recording inputs (their bytes as they were: the check put them back) and its results are
