@@ -137,9 +137,7 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
         # beside the recorded graph's own copy of it).
         arg_storages = {a.untyped_storage()._cdata for a in reference_args if isinstance(a, torch.Tensor)}
         generator.start()
-        with (vendor_workspaces_released(captured.device),
-              host_random_state() if random.reads_state else contextlib.nullcontext()):
-            returned = model(reference_args)
+        returned = stock_run(model, reference_args, captured.device, random)
         expected = [e.clone() if isinstance(e, torch.Tensor) and e.untyped_storage()._cdata in arg_storages
                     else e for e in returned]
         del returned
@@ -187,6 +185,16 @@ def compare(captured: Captured, plan: GraphPlan, pointers: Any, placeholder_ptrs
 
 
 UNDO_FAILED = "the graph's pointers, or the generator's state, could not be put back"
+
+
+def stock_run(model: Any, args: list[Any], device: Any, random: RandomUse) -> Any:
+    """``model`` run on ``args`` outside a capture, with stock kernels, as the tree's warm-up
+    runs it: cuBLAS's workspaces freed around it (:func:`vendor_workspaces_released`), and
+    random-number state a captured forward saved handed over as host values where the capture
+    saw it read (:func:`grace.random_state.host_random_state`)."""
+    with (vendor_workspaces_released(device),
+          host_random_state() if random.reads_state else contextlib.nullcontext()):
+        return model(args)
 
 
 def vendor_workspaces_released(device: Any) -> contextlib.AbstractContextManager[None]:

@@ -33,14 +33,12 @@ every managed input held through the capture and is captured again on a failed c
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from grace.log import get_logger
-from grace.pi.check import RandomUse, vendor_workspaces_released
-from grace.random_state import host_random_state
+from grace.pi.check import RandomUse, stock_run
 
 log = get_logger("grace.pi")
 
@@ -87,9 +85,7 @@ def retire(node: Any, model: Any, inputs: Sequence[Any], outputs: Sequence[Any],
     ``inputs``, the node's graph a :class:`RetiredGraph`, and ``model`` is refused from now on."""
     import torch
 
-    with (vendor_workspaces_released(device),
-          host_random_state() if random.reads_state else contextlib.nullcontext()):
-        returned = model(list(inputs))
+    returned = stock_run(model, list(inputs), device, random)
     if not isinstance(returned, (list, tuple)):
         returned = (returned,)
     for out, value in zip(outputs, returned, strict=True):

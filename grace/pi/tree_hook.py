@@ -219,15 +219,15 @@ class HeldInputs:
     ``reconstructed_inputs`` are made again over them; it gets the managed inputs themselves.
     """
 
-    def __init__(self, inputs: list[Any], placeholders: Sequence[int], managed: Sequence[int] = (),
-                 node: Any = None) -> None:
+    def __init__(self, inputs: list[Any], placeholders: Sequence[int],
+                 managed_views: dict[int, Any] | None = None) -> None:
         import weakref
 
         from torch.multiprocessing.reductions import StorageWeakRef
 
         self.placeholders: frozenset[int] = frozenset(placeholders)
-        self.managed: dict[int, Any] = {i: weakref.ref(inputs[i]) for i in managed}
-        self.managed_views: dict[int, Any] = {i: reconstructed(node, inputs[i], with_offset=True) for i in managed}
+        self.managed_views: dict[int, Any] = managed_views or {}  # input index -> view made before the capture
+        self.managed: dict[int, Any] = {i: weakref.ref(inputs[i]) for i in self.managed_views}
         self.released: frozenset[int] = self.placeholders | frozenset(self.managed)
         self.kept: list[Any] = [None if i in self.released else x for i, x in enumerate(inputs)]
         self.identities: list[Any] = [StorageWeakRef(inputs[i].untyped_storage()) for i in self.placeholders]
@@ -294,7 +294,8 @@ def held_through_capture(recording: Recording, inputs: list[Any], node: Any, mod
         return HeldInputs(inputs, placeholders=())
     releasable = can_retire(model) and verifiable_at_warmup(model)
     managed = [i for i in node.cudagraph_managed_idxs if isinstance(inputs[i], torch.Tensor)] if releasable else []
-    return HeldInputs(inputs, [p.input_index for p in recording.placeholders.values()], managed, node)
+    views = {i: reconstructed(node, inputs[i], with_offset=True) for i in managed}
+    return HeldInputs(inputs, [p.input_index for p in recording.placeholders.values()], views)
 
 
 def start_recording(device: Any, inputs: Sequence[Any], non_static_input_idx: Sequence[int],
