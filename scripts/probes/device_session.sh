@@ -51,7 +51,7 @@
 #        CUDA tests TESTS beside them; with T3RUN=<date>-table3, Table 3's copies per replay for the training workloads
 #        that draw random numbers (T3_WORKLOADS), resumable with the same T3RUN
 #   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3_MODES=...] [T3TKE=1]] [UEXTRA="all-free-mut-lean-copy pi-ptx-untrusted"] SHARDS=5 T=590 bash .diag/device_session.sh
-#        upstream under every configuration of --list (and UEXTRA's), with the project's CUDA tests (TESTS) spread over
+#        upstream under every configuration of --list or UCONFIGS (and UEXTRA's), with the project's CUDA tests (TESTS) spread over
 #        the GPUs beside it (the benchmark's in stage 3); with T3RUN, Table 3's copies for the training workloads that
 #        draw random numbers on the last GPU (copies are bytes, not times: the load does not change them), then with
 #        T3TKE TKE's under pt2-cg and grace-mutated-inputs (run <T3RUN>-tke). The run writes tables/table3_pi_copy_debug.csv
@@ -103,9 +103,9 @@ PY=$(bash scripts/python.sh)
 "$PY" -c 'import expecttest' 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --target /tmp/grace-upstream-site \
   .upstream/expecttest-*.whl > "$OUT/expecttest.$STAGE.log" 2>&1
 export PYTHONPATH=/tmp/grace-upstream-site${PYTHONPATH:+:$PYTHONPATH}
-upstream_bg() {  # every configuration of --list, UEXTRA's, and any other the run's folder already holds (a resumed run)
-  local listed extra
-  listed=$("$PY" -m grace.report.upstream --list)
+upstream_bg() {  # every configuration of --list (or UCONFIGS, in its order), UEXTRA's, and any other the run's folder
+  local listed extra  # already holds (a resumed run); configurations run one after another, so on one GPU order them
+  listed=${UCONFIGS:-$("$PY" -m grace.report.upstream --list)}
   extra=$(ls -d results/raw/upstream_cudagraph_trees/${URUN:?}/*/ 2>/dev/null | xargs -rn1 basename | grep -vxF -f <(tr ' ' '\n' <<< "$listed") | tr '\n' ' ')
   ( CONFIGS="$listed $(tr ' ' '\n' <<< "${UEXTRA:-} $extra" | grep . | grep -vxF -f <(tr ' ' '\n' <<< "$listed") | sort -u | tr '\n' ' ')" SHARDS=${SHARDS:-4} STEP=upstream \
       UPSTREAM_RUN=$URUN UPSTREAM_DIR=.upstream TOTAL_S=$(( $(left) - 25 )) \
