@@ -1487,7 +1487,7 @@ def test_a_ptx_capture_releases_the_managed_inputs_and_a_prelude_one_holds_them(
     model = _warmed_up(_two_input_model(), [x, act])
     held = held_through_capture(ptx, inputs, node, model)
     assert held.kept[:2] == [None, None] and held.kept[2] is static and held.released == {0, 1}
-    assert not held.managed_died()
+    assert held.managed_inputs_alive()[1] is act
     seen = held.inputs_after_capture(node)
     assert seen[0] is node.reconstructed_inputs[0] and seen[2] is static
     assert seen[1] is not act and seen[1].data_ptr() == act.data_ptr() and torch.equal(seen[1], act)
@@ -1559,6 +1559,38 @@ def test_a_failed_check_whose_managed_input_lives_on_captures_again_with_it(monk
     (again,) = node.allocated
     assert again[1] is act and second_ids[1] == id(act), "the managed input itself, at its address"
     assert again[0] is not x and torch.equal(again[0], x)
+    assert second_graph == "a fresh graph" and not node.grace_retired
+
+
+class _AliasingCapture:
+    """A capture whose one output is its managed input itself (a graph may return an input it
+    did not copy): after the capture only that output holds the input's tensor."""
+
+    def __init__(self, node: Any) -> None:
+        self.node, self.calls = node, []
+
+    def __call__(self, inputs: list[Any], watch: Any) -> Any:
+        self.calls.append((self.node.graph, [id(x) for x in inputs], watch))
+        out = (inputs[1],)
+        inputs.clear()
+        return out
+
+
+def test_a_managed_input_held_only_by_the_first_captures_outputs_is_captured_again(monkeypatch) -> None:
+    """A managed input alive when the check fails lived through the capture, so it is captured
+    again, though the first capture's outputs, dropped before the second, held its last reference."""
+    from grace.pi.tree_hook import Finished, record
+
+    monkeypatch.setattr(observe.Recording, "finish", lambda self, *a, **k: Finished(None, rerecord="differs"))
+    monkeypatch.setattr("grace.pi.tree_hook.new_graph", lambda device, inputs, keep_graph=False: "a fresh graph")
+    inputs = [torch.randn(64), torch.randn(64)]
+    act_id = id(inputs[1])
+    node = RecordNode(inputs, non_static=[0], managed=[1])
+    model = _warmed_up(_two_input_model(), list(inputs))
+    capture = _AliasingCapture(node)
+    (out,) = record(node, model, inputs, capture)
+    (_, first_ids, _), (second_graph, second_ids, _) = capture.calls
+    assert second_ids[1] == act_id and id(out) == act_id, "the managed input itself, not a copy"
     assert second_graph == "a fresh graph" and not node.grace_retired
 
 

@@ -58,6 +58,9 @@ def test_every_grace_configuration_sets_lean_replay_itself_and_its_lean_twin_dif
                                                         "GRACE_MUTATED_INPUTS": "1"}
     assert configurations["pi-ptx-untrusted"] == {**configurations["pi-ptx"], "GRACE_PI_FORCE_UNTRUSTED": "1"}
     assert "pi-ptx-untrusted" not in upstream.RUN_BY_DEFAULT, "a test of PI's fallbacks, run when asked"
+    assert configurations["untrusted-all-mut-lean-copy"] == {**configurations["all-mut-lean-copy"],
+                                                             "GRACE_PI_FORCE_UNTRUSTED": "1"}
+    assert "untrusted-all-mut-lean-copy" not in upstream.RUN_BY_DEFAULT
 
 
 def test_list_prints_what_a_run_covers_by_default_and_list_all_every_configuration(

@@ -172,7 +172,10 @@ def record(node: Any, model: Any, inputs: list[Any],
     node.grace_pi = finished.replay
     if finished.rerecord is None:
         return outputs
-    if held.managed_died():  # a second capture would read it where the graph may have put its buffers
+    # held from here on: a managed input alive now lived through the capture, whose buffers never took its memory;
+    # dropping the first capture's outputs and plan below may drop the last other reference to it
+    alive = held.managed_inputs_alive()
+    if alive is None:  # a second capture would read it where the graph may have put its buffers
         if recording.unverifiable is not None:  # its warm-up saw nothing of the kind
             raise RuntimeError(f"GraCE internal error: PI graph {node.id} cannot be run outside its capture "
                                f"({recording.unverifiable}), though its warm-up ran it; and an earlier graph's "
@@ -181,8 +184,8 @@ def record(node: Any, model: Any, inputs: list[Any],
                finished.rerecord)
         return outputs
     del outputs, finished, recording
-    again = held.inputs_again(node, seen_inputs)
-    del seen_inputs, held  # the second capture holds its inputs as stock's does: the list it drops
+    again = held.inputs_again(node, seen_inputs, alive)
+    del seen_inputs, held, alive  # the second capture holds its inputs as stock's does: the list it drops
     node.graph = new_graph(node.device, again)
     return capture(again, contextlib.nullcontext())
 
@@ -237,13 +240,16 @@ class HeldInputs:
         return [node.reconstructed_inputs[i] if i in self.placeholders else self.managed_views.get(i, x)
                 for i, x in enumerate(self.kept)]
 
-    def managed_died(self) -> bool:
-        """Whether a managed input released through the capture is gone (it cannot be captured again)."""
-        return any(ref() is None for ref in self.managed.values())
+    def managed_inputs_alive(self) -> dict[int, Any] | None:
+        """The managed inputs released through the capture, held again, or None if one is gone
+        (it cannot be captured again). One alive now was alive all through the capture: nothing
+        brings a tensor back."""
+        alive = {i: ref() for i, ref in self.managed.items()}
+        return None if any(x is None for x in alive.values()) else alive
 
-    def inputs_again(self, node: Any, seen_inputs: list[Any]) -> list[Any]:
-        """Recording inputs for a second capture (see the class's note): every managed input
-        must still be alive (:meth:`managed_died`); the node's ``reconstructed_inputs`` follow."""
+    def inputs_again(self, node: Any, seen_inputs: list[Any], managed: dict[int, Any]) -> list[Any]:
+        """Recording inputs for a second capture (see the class's note), given the managed
+        inputs :meth:`managed_inputs_alive` held; the node's ``reconstructed_inputs`` follow."""
         import torch
 
         from grace import trees
@@ -251,10 +257,8 @@ class HeldInputs:
         if not self.released:
             return list(self.kept)
         values = [copied_as_laid_out(x) if i in self.placeholders else x for i, x in enumerate(seen_inputs)]
-        for i, ref in self.managed.items():
-            values[i] = ref()
-            if values[i] is None:
-                raise RuntimeError(f"GraCE internal error: managed input {i} died; the graph must be retired")
+        for i in self.managed:
+            values[i] = managed[i]
         again = node._allocate_and_copy_recording_inputs(values)  # synchronizes, then drops the copies
         if torch.device(node.device).type == "cuda":
             trees.release_cached_memory(node.device)  # the copies, left cached, would stay reserved

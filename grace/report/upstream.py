@@ -74,12 +74,16 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
                           "GRACE_MUTATED_INPUTS": "1"},
     "all-free-mut-lean-copy": {**_BASE["all-free"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1",
                                "GRACE_MUTATED_INPUTS": "1"},
+    # the last with every PI check failed: the differential test's long training programs take
+    # PI's fallbacks where "pi-ptx-untrusted" stops with stock at the first overwritten output
+    "untrusted-all-mut-lean-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "1", "GRACE_COPY_GRADS": "1",
+                                    "GRACE_MUTATED_INPUTS": "1", "GRACE_PI_FORCE_UNTRUSTED": "1"},
 }
 
 # What a run covers unless told otherwise: stock, each optimization alone, all of them (SCG forced,
 # and deciding freely), lean replay alone and with all of them, and GraCE's defaults with SCG
 # forced, with mutated inputs and without. A run's CONFIGS picks any configuration above (the
-# other "-lean" twins, "all-copy", "all-free-mut-lean-copy", "pi-ptx-untrusted").
+# other "-lean" twins, "all-copy", "all-free-mut-lean-copy", "pi-ptx-untrusted", "untrusted-all-mut-lean-copy").
 RUN_BY_DEFAULT: tuple[str, ...] = (STOCK, *_BASE, "lean", "all-lean", "all-lean-copy", "all-mut-lean-copy")
 
 OUTCOMES = ("passed", "failed", "errors", "skipped")
