@@ -45,8 +45,8 @@ pi_strategy: str = Config(default="ptx", env_name_default="GRACE_PI_STRATEGY")
 # For testing PI's fallbacks: every graph's check (grace.pi.check), once it has run, reports the
 # graph untrusted, so that each takes the path a real failure takes (captured again stock, its
 # rewrite dropped, or retired: grace.pi.retire), which real failures take too rarely to be
-# tested by running workloads. Off except in the configurations "pi-ptx-untrusted" and
-# "untrusted-all-mut-lean-copy" (grace.report.upstream).
+# tested by running workloads. Off except in the "-untrusted" configurations (one per PI strategy)
+# and "untrusted-all-mut-lean-copy" (grace.report.upstream).
 pi_force_untrusted: bool = Config(default=False, env_name_default="GRACE_PI_FORCE_UNTRUSTED")
 
 # How a replay writes the pointer table on the GPU (grace.pi.table): "copy", one

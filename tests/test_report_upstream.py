@@ -56,8 +56,10 @@ def test_every_grace_configuration_sets_lean_replay_itself_and_its_lean_twin_dif
     assert configurations["all-mut-lean-copy"] == {**configurations["all-lean-copy"], "GRACE_MUTATED_INPUTS": "1"}
     assert configurations["all-free-mut-lean-copy"] == {**configurations["all-free-lean-copy"],
                                                         "GRACE_MUTATED_INPUTS": "1"}
-    assert configurations["pi-ptx-untrusted"] == {**configurations["pi-ptx"], "GRACE_PI_FORCE_UNTRUSTED": "1"}
-    assert "pi-ptx-untrusted" not in upstream.RUN_BY_DEFAULT, "a test of PI's fallbacks, run when asked"
+    for strategy in ("pi-ptx", "pi-prelude", "pi-exec-update"):
+        untrusted = f"{strategy}-untrusted"
+        assert configurations[untrusted] == {**configurations[strategy], "GRACE_PI_FORCE_UNTRUSTED": "1"}
+        assert untrusted not in upstream.RUN_BY_DEFAULT, "a test of PI's fallbacks, run when asked"
     assert configurations["untrusted-all-mut-lean-copy"] == {**configurations["all-mut-lean-copy"],
                                                              "GRACE_PI_FORCE_UNTRUSTED": "1"}
     assert "untrusted-all-mut-lean-copy" not in upstream.RUN_BY_DEFAULT

@@ -60,8 +60,10 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     "lean": {**_GRACE_ON, "GRACE_CGCT": "0", "GRACE_PI": "0", "GRACE_SCG": "0", "GRACE_LEAN_REPLAY": "1"},
     **{f"{name}-lean": {**env, "GRACE_LEAN_REPLAY": "1"} for name, env in _BASE.items()},
     # PI alone, every graph's check reported failed once it has run (grace.config.pi_force_untrusted):
-    # PI's fallbacks (a second, stock capture; a retired graph) taken wherever PI records
-    "pi-ptx-untrusted": {**_BASE["pi-ptx"], "GRACE_LEAN_REPLAY": "0", "GRACE_PI_FORCE_UNTRUSTED": "1"},
+    # each strategy's fallbacks taken wherever PI records (ptx: a second, stock capture, or a retired
+    # graph; prelude: a second capture; exec-update: the rewrite dropped, the graph as captured)
+    **{f"{name}-untrusted": {**_BASE[name], "GRACE_LEAN_REPLAY": "0", "GRACE_PI_FORCE_UNTRUSTED": "1"}
+       for name in ("pi-ptx", "pi-prelude", "pi-exec-update")},
     # every switch, with adopted gradients copied before the next call (grace.grad_copies)
     "all-copy": {**_BASE["all"], "GRACE_LEAN_REPLAY": "0", "GRACE_COPY_GRADS": "1"},
     # GraCE's defaults but mutated inputs, with SCG forced to record, and deciding
@@ -83,7 +85,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
 # What a run covers unless told otherwise: stock, each optimization alone, all of them (SCG forced,
 # and deciding freely), lean replay alone and with all of them, and GraCE's defaults with SCG
 # forced, with mutated inputs and without. A run's CONFIGS picks any configuration above (the
-# other "-lean" twins, "all-copy", "all-free-mut-lean-copy", "pi-ptx-untrusted", "untrusted-all-mut-lean-copy").
+# other "-lean" twins, "all-copy", "all-free-mut-lean-copy", the "-untrusted" ones).
 RUN_BY_DEFAULT: tuple[str, ...] = (STOCK, *_BASE, "lean", "all-lean", "all-lean-copy", "all-mut-lean-copy")
 
 OUTCOMES = ("passed", "failed", "errors", "skipped")
