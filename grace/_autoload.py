@@ -81,7 +81,9 @@ def install() -> OverlayFinder | None:
     global _installed
     import os
 
-    if os.environ.get("GRACE_DISABLE") == "1":
+    from grace.option_values import disabled
+
+    if disabled(os.environ):
         return None
     if _installed is not None:
         return _installed

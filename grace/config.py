@@ -8,7 +8,9 @@ stock PyTorch. Set them from Python::
     with grace.config.patch(pi=False): ...
 
 or from the environment, read when this module is first imported: ``GRACE_CGCT=0``,
-``GRACE_PI=0``, ``GRACE_SCG=0``, ``GRACE_LEAN_REPLAY=0`` ("1" turns one on). The environment
+``GRACE_PI=0``, ``GRACE_SCG=0``, ``GRACE_LEAN_REPLAY=0`` ("1" turns one on; "true"/"false",
+"on"/"off" and "yes"/"no" are read too, any other text is refused by name, and an empty
+variable leaves the default: :func:`grace.option_values.switch_text`). The environment
 sets a switch's default
 and Python settings override it, so that GraCE's own scoped patches (SCG records a candidate
 graph with PI off to time it against PI on) hold in a process started with ``GRACE_PI=1``.
@@ -127,3 +129,20 @@ env_names = _env_names_of(dict(globals()))  # a function: install_config_module 
 del _env_names_of
 
 install_config_module(sys.modules[__name__])
+
+
+def _switches_read_as_switches() -> None:
+    """Each switch's variable read by :func:`grace.option_values.switch_text` in place of
+    torch's reading, which keeps any text but "1" and "0" as a (true) string."""
+    from grace.option_values import switch_text
+
+    entries = sys.modules[__name__]._config
+    for name, variable in env_names().items():
+        entry = entries[name]
+        if isinstance(entry.default, bool) and isinstance(entry.env_value_default, str):
+            value = switch_text(variable, entry.env_value_default)
+            entry.env_value_default = entry.default if value is None else value
+
+
+_switches_read_as_switches()
+del _switches_read_as_switches

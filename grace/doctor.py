@@ -15,6 +15,7 @@ import sys
 
 from grace import SWITCHES, __version__
 from grace.install import pth_path
+from grace.option_values import disabled
 from grace.patching import overlay
 from grace.versions import installed_version, pins, version_problems
 
@@ -67,8 +68,8 @@ def report() -> tuple[list[str], bool]:
         names = current.patches
         lines.append(f"patches    {len(names)} in overlay {current.path}")
         lines.extend(f"  - {name}" for name in names)
-    if os.environ.get("GRACE_DISABLE") == "1":
-        lines.append("active     no: GRACE_DISABLE=1 (stock PyTorch)")
+    if disabled(os.environ):
+        lines.append(f"active     no: GRACE_DISABLE={os.environ['GRACE_DISABLE']} (stock PyTorch)")
     else:
         lines.extend(_active_lines(current))
     if not version_problems():

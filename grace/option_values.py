@@ -1,10 +1,14 @@
-"""The values GraCE's enumerated options accept, and one check of them.
+"""The values GraCE's options accept, and one check of them.
 
 :mod:`grace.config` declares the options; the modules that act on one read it through
 :func:`checked` at its first use (PI's strategy and table write before a capture, SCG's force
 and profiled strategies before a profile), and ``grace doctor`` lists every :func:`problems`,
 so a wrong value is refused with the same message wherever it is first read, before anything
 is recorded. This module imports nothing heavier than the config itself.
+
+A switch's variable (``GRACE_CGCT``, ``GRACE_DISABLE``...) is read by :func:`switch_text`:
+torch's configuration reads only "1" and "0" as booleans and keeps any other text as a string,
+which is true, so ``GRACE_CGCT=false`` would turn CGCT on.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ PI_TABLE_WRITES = ("copy", "memop")
 
 # What SCG deploys whatever it measured (grace.config.scg_force; grace.scg.choose)
 SCG_FORCE = ("", "graph")
+
+# How a switch's variable may be written (any case); an empty one is unset
+SWITCH_SPELLINGS: dict[str, bool] = {"1": True, "true": True, "on": True, "yes": True,
+                                     "0": False, "false": False, "off": False, "no": False}
 
 ACCEPTED: dict[str, tuple[str, ...]] = {
     "pi_strategy": PI_STRATEGIES,
@@ -66,3 +74,38 @@ def problems() -> dict[str, str]:
     config = _config()
     found = {name: refusal(name, getattr(config, name)) for name in (*ACCEPTED, "scg_pi_strategies")}
     return {name: problem for name, problem in found.items() if problem is not None}
+
+
+def switch_text(variable: str, text: str) -> bool | None:
+    """The switch that ``variable``'s ``text`` sets, None for an empty one (unset); a ValueError
+    naming the variable for any other text."""
+    if not text.strip():
+        return None
+    value = SWITCH_SPELLINGS.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"{variable}={text!r} is not a switch's value: use 1 or 0 "
+                         f"(or {', '.join(k for k in SWITCH_SPELLINGS if not k.isdigit())})")
+    return value
+
+
+def disabled(environ: Any) -> bool:
+    """Whether ``GRACE_DISABLE`` in ``environ`` keeps GraCE's patched sources from loading. Read
+    at every interpreter's start, where raising would break every Python program of the
+    environment: a value that is no switch's is warned about once and disables GraCE, stock
+    PyTorch being what a user who set the variable at all is likelier to want."""
+    text = environ.get("GRACE_DISABLE")
+    if text is None:
+        return False
+    try:
+        return bool(switch_text("GRACE_DISABLE", text))
+    except ValueError as e:
+        global _disable_warned
+        if not _disable_warned:
+            _disable_warned = True
+            import sys
+
+            print(f"GraCE: {e}; GraCE is disabled in this process", file=sys.stderr)
+        return True
+
+
+_disable_warned = False

@@ -51,6 +51,32 @@ def test_environment_turns_one_switch_off(name: str) -> None:
     assert switches == {s: s != name for s in ("cgct", "pi", "scg")}
 
 
+@pytest.mark.parametrize(("text", "expected"), [("false", False), ("Off", False), ("no", False),
+                                                ("TRUE", True), ("on", True), ("yes", True), ("", True)])
+def test_a_switch_reads_the_usual_spellings_and_an_empty_variable_leaves_the_default(text: str, expected: bool) -> None:
+    """torch's configuration keeps any text but "1" and "0" as a string, which is true:
+    ``GRACE_CGCT=false`` would have turned CGCT on."""
+    assert _switches(GRACE_CGCT=text) == {"cgct": expected, "pi": True, "scg": True}
+
+
+def test_a_switch_with_any_other_text_is_refused_by_its_variable() -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
+    proc = subprocess.run([sys.executable, "-c", PRINT], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={**clean, "GRACE_LEAN_REPLAY": "maybe"}, timeout=120)
+    assert proc.returncode != 0 and "GRACE_LEAN_REPLAY='maybe' is not a switch's value: use 1 or 0" in proc.stderr
+
+
+def test_grace_disable_reads_the_same_spellings_and_disables_with_a_warning_on_any_other_text(capsys) -> None:
+    from grace import option_values
+
+    assert option_values.disabled({}) is False
+    assert [option_values.disabled({"GRACE_DISABLE": t}) for t in ("1", "true", "On", "0", "no", "")] == \
+        [True, True, True, False, False, False]
+    option_values._disable_warned = False
+    assert option_values.disabled({"GRACE_DISABLE": "please"}) and option_values.disabled({"GRACE_DISABLE": "please"})
+    assert capsys.readouterr().err.count("GRACE_DISABLE='please' is not a switch's value") == 1
+
+
 def test_python_patch_is_scoped() -> None:
     import grace.config as config
 
