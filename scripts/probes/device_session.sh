@@ -44,10 +44,11 @@
 #        28784022 alone (GPU 0) as run with the tree's probes, then with SCG off (PI on every graph) and PI off (SCG
 #        picks between them by timing, which the load may change); and the differential run that read 41324020
 #        stale, its 38 seeds from 41324000 under all-lean-copy, 16 programs at a time (its load), on the other GPUs
-#   STAGE=30 PRUN=<date> [TEST=Class.method RUNS=32] [TRUN=<date>-tests TESTS=layout_race] T=<left> bash .diag/device_session.sh
+#   STAGE=30 PRUN=<date> [TEST=Class.method RUNS=32] [RCONFIGS="..."] [TRUN=<date>-tests TESTS=layout_race] T=<left> bash .diag/device_session.sh
 #        one of upstream's tests (default test_aliasing_static_ref, which failed once under all-lean-copy and passed on
 #        its recheck) 32 times in fresh processes, under stock, all-lean, all-lean-copy and all-lean-copy without the
-#        stale-output guard's storage mark, a configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
+#        stale-output guard's storage mark (or RCONFIGS' configurations, "<name>:no-storage-mark" for that variant), a
+#        configuration per GPU (scripts/probes/upstream_repeat.py); with TRUN, the
 #        CUDA tests TESTS beside them; with T3RUN=<date>-table3, Table 3's copies per replay for the training workloads
 #        that draw random numbers (T3_WORKLOADS), resumable with the same T3RUN
 #   STAGE=31 URUN=<date>-u TRUN=<date>-tests [T3RUN=<date>-table3 [T3_MODES=...] [T3TKE=1]] [UEXTRA="all-free-mut-lean-copy pi-ptx-untrusted"] SHARDS=5 T=590 bash .diag/device_session.sh
@@ -385,7 +386,7 @@ case "$STAGE" in
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"; n=0
     TEST=${TEST:-CudaGraphTreeTests.test_aliasing_static_ref}
-    for cfg in stock all-lean all-lean-copy all-lean-copy:no-storage-mark; do
+    for cfg in ${RCONFIGS:-stock all-lean all-lean-copy all-lean-copy:no-storage-mark}; do
       E=$("$PY" -m grace.report.upstream --env "${cfg%%:*}"); A=(); [ "${cfg#*:}" = no-storage-mark ] && A=(--no-storage-mark)
       GPU=${G[$((n % ${#G[@]}))]}; n=$((n + 1))
       env CUDA_VISIBLE_DEVICES=$GPU $E timeout $(( $(left) - 30 )) "$PY" scripts/probes/upstream_repeat.py .upstream "$TEST" \
