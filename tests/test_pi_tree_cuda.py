@@ -264,6 +264,31 @@ def test_kernel_arguments_rewritten_for_triton_and_cublas_equal_eager(pi, strate
     assert 2 in node.grace_pi.plan.indirected, "b, read by a Triton kernel's plain pointer argument"
 
 
+@pytest.mark.parametrize("strategy", ["exec-update", "prelude"])
+def test_a_rewrite_that_fails_its_check_falls_back_to_the_captured_graph_and_stays_right(
+        pi, monkeypatch, strategy: str) -> None:
+    """Strategy (3) drops its rewrite and replays the graph as captured, its arguments put back
+    at the placeholders; strategy (2) captures again stock. Either way every copy is kept and
+    each call's fresh inputs are read: a graph left pointing at the check's moved copies would
+    read freed memory."""
+    import grace.config
+    from grace.pi import check
+
+    monkeypatch.setattr(check, "first_difference", lambda *a, **k: "forced by the test")
+
+    def g(a: Any, b: Any, w: Any) -> Any:
+        return torch.relu(a @ w) + b.sum(-1, keepdim=True)
+
+    with grace.config.patch(pi_strategy=strategy):
+        cg = torch.compile(g, mode="reduce-overhead")
+        for step in range(6):
+            a, b, w = _fresh(256, 128), _fresh(256, 64), _fresh(128, 32)
+            torch.testing.assert_close(cg(a, b, w), g(a, b, w), msg=f"call {step}")
+            del a, b, w
+    (node,) = _nodes()
+    assert node.grace_pi is None, "no rewrite deployed: the tree copies every input"
+
+
 def _pool_bytes(node: Any) -> int:
     from torch._inductor.cudagraph_trees import get_cudagraph_segments
 
