@@ -244,10 +244,9 @@ def test_a_backward_that_fails_its_check_after_its_activations_died_is_retired(p
     assert retire.refused(retired[0].wrapped_function.model) == "forced by the test"
 
 
-@pytest.mark.parametrize("strategy", ["exec-update", "prelude"])
-def test_kernel_arguments_rewritten_for_triton_and_cublas_equal_eager(pi, strategy: str) -> None:
-    """Strategies (3) and (2): the graph's arguments are rewritten, from the host or by the
-    prelude kernel on the device; every call's fresh inputs must be read."""
+def _matmul_and_reduction_calls_equal_eager(strategy: str) -> None:
+    """Six calls, each on fresh inputs, of a function whose inputs a cuBLAS matmul and a Triton
+    reduction read, compiled under PI's ``strategy``: each equal to eager."""
     import grace.config
 
     def g(a: Any, b: Any, w: Any) -> Any:
@@ -259,6 +258,13 @@ def test_kernel_arguments_rewritten_for_triton_and_cublas_equal_eager(pi, strate
             a, b, w = _fresh(256, 128), _fresh(256, 64), _fresh(128, 32)
             torch.testing.assert_close(cg(a, b, w), g(a, b, w), msg=f"call {step}")
             del a, b, w
+
+
+@pytest.mark.parametrize("strategy", ["exec-update", "prelude"])
+def test_kernel_arguments_rewritten_for_triton_and_cublas_equal_eager(pi, strategy: str) -> None:
+    """Strategies (3) and (2): the graph's arguments are rewritten, from the host or by the
+    prelude kernel on the device; every call's fresh inputs must be read."""
+    _matmul_and_reduction_calls_equal_eager(strategy)
     (node,) = _nodes()
     assert node.grace_pi is not None, "the graph's arguments are rewritten, not its inputs copied"
     assert 2 in node.grace_pi.plan.indirected, "b, read by a Triton kernel's plain pointer argument"
@@ -271,20 +277,10 @@ def test_a_rewrite_that_fails_its_check_falls_back_to_the_captured_graph_and_sta
     at the placeholders; strategy (2) captures again stock. Either way every copy is kept and
     each call's fresh inputs are read: a graph left pointing at the check's moved copies would
     read freed memory."""
-    import grace.config
     from grace.pi import check
 
     monkeypatch.setattr(check, "first_difference", lambda *a, **k: "forced by the test")
-
-    def g(a: Any, b: Any, w: Any) -> Any:
-        return torch.relu(a @ w) + b.sum(-1, keepdim=True)
-
-    with grace.config.patch(pi_strategy=strategy):
-        cg = torch.compile(g, mode="reduce-overhead")
-        for step in range(6):
-            a, b, w = _fresh(256, 128), _fresh(256, 64), _fresh(128, 32)
-            torch.testing.assert_close(cg(a, b, w), g(a, b, w), msg=f"call {step}")
-            del a, b, w
+    _matmul_and_reduction_calls_equal_eager(strategy)
     (node,) = _nodes()
     assert node.grace_pi is None, "no rewrite deployed: the tree copies every input"
 
