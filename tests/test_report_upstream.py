@@ -110,6 +110,53 @@ def test_the_table_and_differences_take_missing_configurations_from_earlier_runs
     assert "`CudaGraphTreeTests::test_b` | passed (stock failed it in run `early`) | failed" in text
 
 
+def _rerun(call: tuple[str, str], teardown: tuple[str, str] = ("passed", ""), filecheck: str = "") -> "upstream.Rerun":
+    return upstream.Rerun({"setup": ("passed", ""), "call": call, "teardown": teardown},
+                          (filecheck,) if filecheck else ())
+
+
+def test_a_difference_needs_a_look_unless_its_rerun_shows_a_designed_one() -> None:
+    """A designed difference fails on the test's own assertion or a recorded FileCheck, with a
+    clean teardown; anything raised by the code under test, a teardown that still fails, or a
+    failure never rerun is flagged, unless stock's rerun fails the same way."""
+    R = upstream.Result
+    passed, failed = R("passed"), R("failed", "AssertionError: Scalars are not equal!")
+    count = _rerun(("failed", "AssertionError: Scalars are not equal!"))
+    filecheck = _rerun(("passed", ""), filecheck="Expected to find \".copy_\"")
+    internal = _rerun(("failed", "RuntimeError: GraCE internal error: managed input 1 died"))
+    leak = _rerun(("passed", ""), teardown=("failed", "AssertionError: Scalars are not equal!"))
+    clean = _rerun(("passed", ""))
+    assert upstream.needs_a_look(passed, failed, count, clean) is None
+    assert upstream.needs_a_look(passed, R("errors"), filecheck, clean) is None
+    assert upstream.needs_a_look(passed, failed, internal, clean) == \
+        "call failed: RuntimeError: GraCE internal error: managed input 1 died"
+    assert upstream.needs_a_look(passed, R("errors"), leak, clean).startswith("teardown failed")
+    assert upstream.needs_a_look(passed, failed, None, clean) == "failed, not rerun: AssertionError: Scalars are not equal!"
+    assert upstream.needs_a_look(passed, failed, internal, internal) is None, "stock's rerun fails the same way"
+    assert upstream.needs_a_look(failed, passed, None, None) is None, "stock failed it: stock's"
+    no_tree = _rerun(("failed", "AttributeError: 'NoneType' object has no attribute 'new_graph_id'"))
+    assert upstream.needs_a_look(passed, failed, no_tree, clean, scg_decides=True) is None
+    assert upstream.needs_a_look(passed, failed, no_tree, clean) is not None, "a tree must exist where SCG is forced"
+    assert [c for c in upstream.CONFIGURATIONS if upstream.scg_decides(c)] == \
+        ["all-free", "all-free-lean", "all-free-lean-copy", "all-free-mut-lean-copy"]
+
+
+def test_the_differences_open_with_what_needs_a_look(tmp_path: Path) -> None:
+    import json
+
+    run = _run(tmp_path, "run", {"stock": JUNIT.replace('<failure message="AssertionError: Scalars are not equal!&#10;'
+                                                        'Expected 2 but got 4.">trace</failure>', ""),
+                                 "pi-ptx": JUNIT})
+    rechecked = [{"test": "CudaGraphTreeTests::test_b", "event": "phase", "when": w, "outcome": o, "message": m}
+                 for w, o, m in (("setup", "passed", ""), ("call", "failed", "RuntimeError: GraCE internal error"),
+                                 ("teardown", "passed", ""))]
+    (run / "pi-ptx" / "recheck-00.jsonl").write_text("\n".join(json.dumps(r) for r in rechecked))
+    _, differ = upstream.write_report(run, tmp_path / "processed")
+    text = differ.read_text()
+    look = text[text.index("## Needs a look"):text.index("## pi-ptx")]
+    assert "- pi-ptx: `CudaGraphTreeTests::test_b`: call failed: RuntimeError: GraCE internal error" in look
+
+
 def test_shards_are_read_together_and_a_stopped_shard_from_its_log(tmp_path: Path) -> None:
     (tmp_path / "junit-00.xml").write_text(JUNIT)
     (tmp_path / "pytest-00.log").write_text("exit 1\n")
@@ -182,7 +229,7 @@ def test_the_recheck_plugin_releases_failure_frames_and_records_filechecks(tmp_p
     rechecked = _run_pytest(tmp_path, "-p", "grace.report.upstream_recheck",
                             env={"GRACE_UPSTREAM_RECHECK_OUT": str(out)})
     assert "still alive" not in rechecked
-    words = upstream.read_recheck(out)
+    words = {test: rerun.words() for test, rerun in upstream.read_recheck(out).items()}
     assert words["T::test_body_fails_holding_an_object"].startswith("call failed: AssertionError: the body fails")
     assert "teardown passed" in words["T::test_body_fails_holding_an_object"]
     assert words["T::test_filecheck_then_values"].startswith("FileCheck differs (Expected to find")

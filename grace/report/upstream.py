@@ -8,7 +8,8 @@ configuration below, each into ``results/raw/upstream_cudagraph_trees/<run>/<con
 each one's environment) and reads a run back into
 ``results/processed/upstream_cudagraph_trees.csv`` (``configuration,passed,failed,errors,skipped``)
 and ``upstream_cudagraph_trees_differ.md``: every test whose outcome under a configuration is not
-its outcome under stock, with the first line of its failure.
+its outcome under stock, with the first line of its failure and both reruns, after the ones
+that need a look (:func:`needs_a_look`).
 
     python -m grace.report.upstream --list            # the configurations a run covers by default
     python -m grace.report.upstream --list-all        # every configuration
@@ -155,8 +156,52 @@ def read_configuration(folder: Path) -> dict[str, Result]:
     return out
 
 
-def read_recheck(path: Path) -> dict[str, str]:
-    """Test id -> what its rerun under :mod:`grace.report.upstream_recheck` showed, in words."""
+LOOK = "## Needs a look"  # the differences' first section
+
+# How a test that reads the tree's manager fails where no function was recorded
+NO_TREE = "AttributeError: 'NoneType' object has no attribute"
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A test's rerun under :mod:`grace.report.upstream_recheck`: each phase's outcome and
+    message, and the FileChecks it recorded instead of raising."""
+
+    phases: dict[str, tuple[str, str]]  # "setup", "call", "teardown" -> (outcome, message)
+    filechecks: tuple[str, ...] = ()
+
+    def words(self) -> str:
+        """What the rerun showed, in words (the report's rerun columns)."""
+        words = [f"FileCheck differs ({self.filechecks[0]})"] if self.filechecks else []
+        for when in ("setup", "call", "teardown"):
+            outcome, message = self.phases.get(when, ("not run", ""))
+            if outcome != "passed" or when != "setup":
+                words.append(f"{when} {outcome}" + (f": {message}" if message else ""))
+        return "; ".join(words)
+
+    def unexplained(self, scg_decides: bool = False) -> str | None:
+        """Why this rerun needs a look, or None: a teardown that still fails (the rerun released
+        the failure's frames, so that is a real leak), or a phase that raised anything but a
+        test's own assertion (an error from the code under test, GraCE's internal errors
+        among them). A test's assertion, and a FileCheck the rerun recorded, are what a
+        configuration's designed differences look like; each is listed, not flagged. Where SCG
+        decides (``scg_decides``), a test that reads the tree's manager finds none when SCG kept
+        every function out of graphs, and fails reading an attribute of None: that is listed too."""
+        teardown, message = self.phases.get("teardown", ("not run", ""))
+        if teardown != "passed":
+            return f"teardown {teardown}" + (f": {message}" if message else "")
+        for when in ("setup", "call"):
+            outcome, message = self.phases.get(when, ("not run", ""))
+            if outcome == "passed" or message.startswith("AssertionError"):
+                continue
+            if scg_decides and message.startswith(NO_TREE):
+                continue
+            return f"{when} {outcome}" + (f": {message}" if message else "")
+        return None
+
+
+def read_recheck(path: Path) -> dict[str, Rerun]:
+    """Test id -> its rerun under :mod:`grace.report.upstream_recheck`."""
     phases: dict[str, dict[str, tuple[str, str]]] = {}
     filechecks: dict[str, list[str]] = {}
     for line in path.read_text().splitlines():
@@ -169,21 +214,13 @@ def read_recheck(path: Path) -> dict[str, str]:
             filechecks.setdefault(test, []).append(record.get("message", ""))
         elif record.get("event") == "phase":
             phases.setdefault(test, {})[record["when"]] = (record["outcome"], record.get("message", ""))
-    out: dict[str, str] = {}
-    for test in sorted(set(phases) | set(filechecks)):
-        seen = phases.get(test, {})
-        words = [f"FileCheck differs ({filechecks[test][0]})"] if test in filechecks else []
-        for when in ("setup", "call", "teardown"):
-            outcome, message = seen.get(when, ("not run", ""))
-            if outcome != "passed" or when != "setup":
-                words.append(f"{when} {outcome}" + (f": {message}" if message else ""))
-        out[test] = "; ".join(words)
-    return out
+    return {test: Rerun(phases.get(test, {}), tuple(filechecks.get(test, ())))
+            for test in sorted(set(phases) | set(filechecks))}
 
 
-def read_rechecks(folder: Path) -> dict[str, str]:
+def read_rechecks(folder: Path) -> dict[str, Rerun]:
     """:func:`read_recheck` over a configuration's pieces (``recheck-K.jsonl``)."""
-    out: dict[str, str] = {}
+    out: dict[str, Rerun] = {}
     for path in sorted(folder.glob("recheck*.jsonl")):
         out.update(read_recheck(path))
     return out
@@ -266,27 +303,60 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
             for test, r in read_configuration(run / STOCK).items():
                 if r.outcome in ("failed", "errors"):
                     stock_failed.setdefault(test, run.name)
+    sections: list[str] = []
+    look: list[str] = []
     for c in configs:
         if c == STOCK:
             continue
         diff = differences(stock, results[c]) if stock else []
-        lines.append(f"## {c} ({env_line(c) if c in CONFIGURATIONS else 'unknown configuration'})")
-        lines.append("")
+        sections.append(f"## {c} ({env_line(c) if c in CONFIGURATIONS else 'unknown configuration'})")
+        sections.append("")
         if not stock:
-            lines.append("No stock results in this run to compare with.")
+            sections.append("No stock results in this run to compare with.")
         elif not diff:
-            lines.append("Every test has stock's outcome.")
+            sections.append("Every test has stock's outcome.")
         else:
             recheck = read_rechecks(source[c] / c)
             stock_recheck = read_rechecks(source[c] / STOCK)
-            lines += ["| test | stock | this configuration | message | rerun: stock | rerun: this configuration |",
-                      "| --- | --- | --- | --- | --- | --- |"]
-            lines += [f"| `{t}` | {s.outcome}{_flaky(stock_failed, t)} | {o.outcome} | {_cell(o.message)} | "
-                      f"{_cell(stock_recheck.get(t, ''))} | {_cell(recheck.get(t, ''))} |" for t, s, o in diff]
-        lines.append("")
+            sections += ["| test | stock | this configuration | message | rerun: stock | rerun: this configuration |",
+                         "| --- | --- | --- | --- | --- | --- |"]
+            for t, s, o in diff:
+                mine, theirs = recheck.get(t), stock_recheck.get(t)
+                sections.append(f"| `{t}` | {s.outcome}{_flaky(stock_failed, t)} | {o.outcome} | {_cell(o.message)} | "
+                                f"{_cell(theirs.words() if theirs else '')} | {_cell(mine.words() if mine else '')} |")
+                why = needs_a_look(s, o, mine, theirs, scg_decides=scg_decides(c))
+                if why is not None:
+                    look.append(f"- {c}: `{t}`: {_cell(why)}")
+        sections.append("")
+    lines += [LOOK, ""]
+    lines += look or ["None: every difference's rerun under its configuration passed, or failed on a test's own "
+                      "assertion or a recorded FileCheck, with a clean teardown."]
+    lines += ["", *sections]
     differ = processed / f"{EXPERIMENT}_differ.md"
     differ.write_text("\n".join(lines))
     return table, differ
+
+
+def scg_decides(config: str) -> bool:
+    """Whether SCG decides freely under ``config`` (on, its decisions not forced)."""
+    env = CONFIGURATIONS.get(config, {})
+    return env.get("GRACE_SCG") == "1" and not env.get("GRACE_SCG_FORCE")
+
+
+def needs_a_look(stock: Result, other: Result, rerun: Rerun | None, stock_rerun: Rerun | None,
+                 scg_decides: bool = False) -> str | None:
+    """Why a test whose outcome differs from stock's needs a look, or None: it failed under the
+    configuration and was not rerun, or its rerun there shows what no designed difference does
+    (:meth:`Rerun.unexplained`) while stock's rerun of it did not. A test stock failed and the
+    configuration passed is stock's."""
+    if other.outcome not in ("failed", "errors"):
+        return None
+    if rerun is None:
+        return f"{other.outcome}, not rerun: {_first_line(other.message)}"
+    why = rerun.unexplained(scg_decides)
+    if why is None or (stock_rerun is not None and stock_rerun.unexplained() == why):
+        return None
+    return why
 
 
 def _cell(text: str) -> str:
@@ -341,6 +411,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     table, differ = write_report(run, args.results_dir / "processed", [folder for folder in also.values() if folder])
     print(table.read_text(), end="")
     print(f"differences from stock: {differ}")
+    text = differ.read_text()
+    section = text[text.index(LOOK) + len(LOOK):].split("\n## ", 1)[0]
+    look = [line for line in section.splitlines() if line.startswith("- ")]
+    print(f"needing a look: {len(look)}", *look, sep="\n" if look else " ")
     return 0
 
 
