@@ -68,13 +68,17 @@ def report() -> tuple[list[str], bool]:
         names = current.patches
         lines.append(f"patches    {len(names)} in overlay {current.path}")
         lines.extend(f"  - {name}" for name in names)
+    if not version_problems():
+        try:  # the patched modules import it too
+            import grace.config as config
+        except ValueError as e:  # a switch's variable that is no switch's value (grace.option_values.switch_text)
+            lines.append(f"switches   ERROR: {e}")
+            return lines, False
     if disabled(os.environ):
         lines.append(f"active     no: GRACE_DISABLE={os.environ['GRACE_DISABLE']} (stock PyTorch)")
     else:
         lines.extend(_active_lines(current))
     if not version_problems():
-        import grace.config as config
-
         on = [s for s in SWITCHES if getattr(config, s)]
         off = [s for s in SWITCHES if not getattr(config, s)]
         lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")

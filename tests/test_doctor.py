@@ -44,6 +44,11 @@ def test_doctor_reports_versions_patches_and_switches(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "pi_strategy='fast' (GRACE_PI_STRATEGY): choose one of 'ptx', 'prelude', 'exec-update'" in proc.stdout
     proc = _doctor(tmp_path, GRACE_PI_STRATEGY="prelude")
     assert "pi         strategy prelude" in proc.stdout and "prelude" in proc.stdout.split("strategy prelude")[1]
+    proc = _doctor(tmp_path, GRACE_SCG="off")
+    assert "switches   on: cgct, pi, lean_replay; off: scg" in proc.stdout
+    proc = _doctor(tmp_path, GRACE_LEAN_REPLAY="maybe")
+    assert proc.returncode == 1 and "switches   ERROR: GRACE_LEAN_REPLAY='maybe' is not a switch's value" in proc.stdout
+    assert "Traceback" not in proc.stderr
 
 
 def test_doctor_says_whether_the_prelude_builds(monkeypatch: pytest.MonkeyPatch) -> None:
