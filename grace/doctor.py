@@ -102,6 +102,9 @@ def report() -> tuple[list[str], bool]:
         healthy = healthy and not refused
         if "pi_strategy" not in refused and "pi_table_write" not in refused:
             lines.append(f"pi         strategy {config.pi_strategy}, table write {config.pi_table_write}")
+            if config.pi_force_untrusted:
+                lines.append("  WARNING: every PI check is reported failed (GRACE_PI_FORCE_UNTRUSTED, a test of PI's "
+                             "fallbacks): every graph PI records is captured again stock or retired")
             if config.pi_strategy == PRELUDE:
                 line, builds = prelude_line()
                 lines.append(line)

@@ -44,6 +44,9 @@ def test_doctor_reports_versions_patches_and_switches(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "pi_strategy='fast' (GRACE_PI_STRATEGY): choose one of 'ptx', 'prelude', 'exec-update'" in proc.stdout
     proc = _doctor(tmp_path, GRACE_PI_STRATEGY="prelude")
     assert "pi         strategy prelude" in proc.stdout and "prelude" in proc.stdout.split("strategy prelude")[1]
+    assert "WARNING: every PI check is reported failed" not in proc.stdout
+    proc = _doctor(tmp_path, GRACE_PI_FORCE_UNTRUSTED="1")
+    assert proc.returncode == 0 and "WARNING: every PI check is reported failed" in proc.stdout
     proc = _doctor(tmp_path, GRACE_SCG="off")
     assert "switches   on: cgct, pi, lean_replay; off: scg" in proc.stdout
     proc = _doctor(tmp_path, GRACE_LEAN_REPLAY="maybe")
