@@ -53,10 +53,11 @@ def report() -> tuple[list[str], bool]:
         f"torch      {installed_version('torch') or 'not installed'} (pinned {p.torch})",
         f"triton     {installed_version('triton') or 'not installed'} (pinned {p.triton})",
     ]
-    for problem in version_problems():
+    versions_wrong = version_problems()
+    for problem in versions_wrong:
         healthy = False
         lines.append(f"  ERROR: {problem}")
-    has_gpu, gpu = gpu_summary() if not version_problems() else (False, "not checked")
+    has_gpu, gpu = gpu_summary() if not versions_wrong else (False, "not checked")
     lines.append(f"gpu        {gpu}")
     pth = pth_path()
     lines.append(f"autoload   {'installed' if pth.is_file() else 'MISSING (run make setup)'}: {pth}")
@@ -68,7 +69,7 @@ def report() -> tuple[list[str], bool]:
         names = current.patches
         lines.append(f"patches    {len(names)} in overlay {current.path}")
         lines.extend(f"  - {name}" for name in names)
-    if not version_problems():
+    if not versions_wrong:
         try:  # the patched modules import it too
             import grace.config as config
         except ValueError as e:  # a switch's variable that is no switch's value (grace.option_values.switch_text)
@@ -78,7 +79,7 @@ def report() -> tuple[list[str], bool]:
         lines.append(f"active     no: GRACE_DISABLE={os.environ['GRACE_DISABLE']} (stock PyTorch)")
     else:
         lines.extend(_active_lines(current))
-    if not version_problems():
+    if not versions_wrong:
         on = [s for s in SWITCHES if getattr(config, s)]
         off = [s for s in SWITCHES if not getattr(config, s)]
         lines.append(f"switches   on: {', '.join(on) or '-'}; off: {', '.join(off) or '-'}")

@@ -1468,12 +1468,12 @@ class _ZerosCapture:
         return (torch.zeros(64),)
 
 
-def test_a_ptx_capture_releases_the_managed_inputs_and_a_prelude_one_holds_them(monkeypatch) -> None:
+def test_a_ptx_capture_releases_the_managed_inputs_and_a_prelude_one_holds_them() -> None:
     """Strategy ptx holds neither placeholders nor managed inputs; the check reads a managed
     input through a view made before the capture, with its storage offset (an earlier graph's
     output may be a view into a larger buffer); strategies (2) and (3) hold every input. Only a
-    function a warm-up found checkable, and that can be remembered as retired, releases them."""
-    from grace.pi import tree_hook
+    function a warm-up found checkable, which holds that verdict (and would hold a retirement),
+    releases them."""
     from grace.pi.tree_hook import held_through_capture
 
     buffer = torch.randn(96)
@@ -1492,15 +1492,17 @@ def test_a_ptx_capture_releases_the_managed_inputs_and_a_prelude_one_holds_them(
     assert seen[0] is node.reconstructed_inputs[0] and seen[2] is static
     assert seen[1] is not act and seen[1].data_ptr() == act.data_ptr() and torch.equal(seen[1], act)
 
-    class Unremembered:  # no weak reference to it can be made
+    class Unremembered:  # it takes no attribute: neither its warm-up's verdict nor a retirement
         __slots__ = ()
 
         def __call__(self, args: list[Any]) -> Any:
             return ()
 
-    monkeypatch.setattr(tree_hook, "verifiable_at_warmup", lambda model: True)
-    kept = held_through_capture(ptx, inputs, node, Unremembered()).kept
-    assert kept[0] is None and kept[1] is act, "code that cannot be remembered weakly keeps its managed inputs held"
+    unremembered = Unremembered()
+    observe.note_verifiable(unremembered)  # what a warm-up that found it checkable does
+    assert not observe.verifiable_at_warmup(unremembered)
+    kept = held_through_capture(ptx, inputs, node, unremembered).kept
+    assert kept[0] is None and kept[1] is act, "code that cannot hold its verdicts keeps its managed inputs held"
     ptx.strategy = PRELUDE
     assert [k is v for k, v in zip(held_through_capture(ptx, inputs, node, model).kept, inputs)] == [True] * 3
 

@@ -100,7 +100,7 @@ def test_the_table_and_differences_take_missing_configurations_from_earlier_runs
                             'trace</failure>', "")
     early = _run(tmp_path, "early", {"stock": JUNIT, "pi-ptx": JUNIT})
     late = _run(tmp_path, "late", {"stock": passing, "cgct": JUNIT})
-    table, differ = upstream.write_report(late, tmp_path / "processed", [early])
+    table, differ, _ = upstream.write_report(late, tmp_path / "processed", [early])
     rows = {r["configuration"]: r for r in csv.DictReader(table.open())}
     assert list(rows) == ["stock", "cgct", "pi-ptx"]
     assert rows["stock"] == {"configuration": "stock", "passed": "2", "failed": "0", "errors": "1", "skipped": "1"}
@@ -135,7 +135,7 @@ def test_a_difference_needs_a_look_unless_its_rerun_shows_a_designed_one() -> No
     assert upstream.needs_a_look(passed, failed, internal, internal) is None, "stock's rerun fails the same way"
     assert upstream.needs_a_look(failed, passed, None, None) is None, "stock failed it: stock's"
     no_tree = _rerun(("failed", "AttributeError: 'NoneType' object has no attribute 'new_graph_id'"))
-    assert upstream.needs_a_look(passed, failed, no_tree, clean, scg_decides=True) is None
+    assert upstream.needs_a_look(passed, failed, no_tree, clean, scg_deciding=True) is None
     assert upstream.needs_a_look(passed, failed, no_tree, clean) is not None, "a tree must exist where SCG is forced"
     assert [c for c in upstream.CONFIGURATIONS if upstream.scg_decides(c)] == \
         ["all-free", "all-free-lean", "all-free-lean-copy", "all-free-mut-lean-copy"]
@@ -151,10 +151,11 @@ def test_the_differences_open_with_what_needs_a_look(tmp_path: Path) -> None:
                  for w, o, m in (("setup", "passed", ""), ("call", "failed", "RuntimeError: GraCE internal error"),
                                  ("teardown", "passed", ""))]
     (run / "pi-ptx" / "recheck-00.jsonl").write_text("\n".join(json.dumps(r) for r in rechecked))
-    _, differ = upstream.write_report(run, tmp_path / "processed")
+    _, differ, look = upstream.write_report(run, tmp_path / "processed")
+    flagged = "- pi-ptx: `CudaGraphTreeTests::test_b`: call failed: RuntimeError: GraCE internal error"
+    assert look == [flagged]
     text = differ.read_text()
-    look = text[text.index("## Needs a look"):text.index("## pi-ptx")]
-    assert "- pi-ptx: `CudaGraphTreeTests::test_b`: call failed: RuntimeError: GraCE internal error" in look
+    assert flagged in text[text.index("## Needs a look"):text.index("## pi-ptx")]
 
 
 def test_shards_are_read_together_and_a_stopped_shard_from_its_log(tmp_path: Path) -> None:

@@ -25,15 +25,15 @@ before; where one died during the capture, the graph is retired instead:
    retired graph's record (``none (recorded again, stock)``, from the failed check) and adds
    the stock one's.
 
-Only a function whose compiled code can be remembered weakly (:func:`can_retire`) and that a
-warm-up ran to its end and found checkable (:func:`grace.pi.observe.verifiable_at_warmup`) is
-recorded so: the stock run of step 1 is then one its warm-up already made. Any other keeps
-every managed input held through the capture and is captured again on a failed check.
+Only a function that a warm-up ran to its end and found checkable
+(:func:`grace.pi.observe.verifiable_at_warmup`) is recorded so: the stock run of step 1 is then
+one its warm-up already made, and the function holds that verdict as an attribute, as it holds
+this one (:func:`refused`), which lives and dies with it. Any other keeps every managed input
+held through the capture and is captured again on a failed check.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,8 +42,9 @@ from grace.pi.check import RandomUse, stock_run
 
 log = get_logger("grace.pi")
 
-# compiled code (a node's ``wrapped_function.model``) -> why its PI graph was retired
-_REFUSED: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+# Where the compiled code (a node's ``wrapped_function.model``) keeps why its PI graph was retired,
+# beside its warm-up's verdicts (grace.pi.observe)
+_RETIRED_ATTR = "_grace_pi_retired"
 
 
 class RetiredGraph:
@@ -62,21 +63,9 @@ class RetiredGraph:
         self._first_replay_done = True
 
 
-def can_retire(model: Any) -> bool:
-    """Whether ``model`` can be remembered as refused without keeping it alive."""
-    try:
-        weakref.ref(model)
-    except TypeError:
-        return False
-    return True
-
-
 def refused(model: Any) -> str | None:
     """Why PI retired a graph of ``model`` (its later recordings are stock), or None."""
-    try:
-        return _REFUSED.get(model)
-    except TypeError:
-        return None
+    return getattr(model, _RETIRED_ATTR, None)
 
 
 def retire(node: Any, model: Any, inputs: Sequence[Any], outputs: Sequence[Any], device: Any,
@@ -97,7 +86,7 @@ def retire(node: Any, model: Any, inputs: Sequence[Any], outputs: Sequence[Any],
     node.graph = RetiredGraph(node.graph, why)
     node.grace_retired = True
     node.grace_pi = None
-    _REFUSED[model] = why
+    setattr(model, _RETIRED_ATTR, why)  # it holds its warm-up's verdict: it takes attributes
     log.warning("PI %s: retired: its check failed (%s) and an earlier graph's output it reads died during "
                 "the capture, so it cannot be captured again; this call's outputs are the stock kernels', "
                 "and the function records again, stock, at its next call", name, why)

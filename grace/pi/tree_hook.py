@@ -91,7 +91,7 @@ from grace.pi.finish import RNG_UNCHECKABLE, UNVERIFIABLE_AT_WARMUP, Finished, r
 from grace.pi.guard import InputLayout
 from grace.pi.observe import Recording, Warmup, unverifiable_at_warmup, verifiable_at_warmup
 from grace.pi.plan import Placeholder
-from grace.pi.retire import can_retire, refused, retire
+from grace.pi.retire import refused, retire
 from grace.pi.table import write_mode as table_write_mode
 
 log = get_logger("grace.pi")
@@ -289,14 +289,14 @@ def reconstructed(node: Any, x: Any, with_offset: bool = False) -> Any:
 def held_through_capture(recording: Recording, inputs: list[Any], node: Any, model: Any) -> HeldInputs:
     """Every recording input held under strategies (2) and (3); under strategy (1), all but the
     placeholders and the managed inputs (:class:`HeldInputs`). The managed ones are held too
-    unless a retired graph could be made (:mod:`grace.pi.retire`): ``model`` can be remembered
-    as retired, and a warm-up ran it to its end and found it checkable, so that a stock run of
-    it after the capture is one its warm-up already made."""
+    unless a retired graph could be made (:mod:`grace.pi.retire`): a warm-up ran ``model`` to its
+    end and found it checkable, so that a stock run of it after the capture is one its warm-up
+    already made."""
     import torch
 
     if recording.keeps_graph:
         return HeldInputs(inputs, placeholders=())
-    releasable = can_retire(model) and verifiable_at_warmup(model)
+    releasable = verifiable_at_warmup(model)
     managed = [i for i in node.cudagraph_managed_idxs if isinstance(inputs[i], torch.Tensor)] if releasable else []
     views = {i: reconstructed(node, inputs[i], with_offset=True) for i in managed}
     return HeldInputs(inputs, [p.input_index for p in recording.placeholders.values()], views)

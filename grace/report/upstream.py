@@ -156,8 +156,6 @@ def read_configuration(folder: Path) -> dict[str, Result]:
     return out
 
 
-LOOK = "## Needs a look"  # the differences' first section
-
 # How a test that reads the tree's manager fails where no function was recorded
 NO_TREE = "AttributeError: 'NoneType' object has no attribute"
 
@@ -179,13 +177,13 @@ class Rerun:
                 words.append(f"{when} {outcome}" + (f": {message}" if message else ""))
         return "; ".join(words)
 
-    def unexplained(self, scg_decides: bool = False) -> str | None:
+    def unexplained(self, scg_deciding: bool = False) -> str | None:
         """Why this rerun needs a look, or None: a teardown that still fails (the rerun released
         the failure's frames, so that is a real leak), or a phase that raised anything but a
         test's own assertion (an error from the code under test, GraCE's internal errors
         among them). A test's assertion, and a FileCheck the rerun recorded, are what a
         configuration's designed differences look like; each is listed, not flagged. Where SCG
-        decides (``scg_decides``), a test that reads the tree's manager finds none when SCG kept
+        decides (``scg_deciding``), a test that reads the tree's manager finds none when SCG kept
         every function out of graphs, and fails reading an attribute of None: that is listed too."""
         teardown, message = self.phases.get("teardown", ("not run", ""))
         if teardown != "passed":
@@ -194,7 +192,7 @@ class Rerun:
             outcome, message = self.phases.get(when, ("not run", ""))
             if outcome == "passed" or message.startswith("AssertionError"):
                 continue
-            if scg_decides and message.startswith(NO_TREE):
+            if scg_deciding and message.startswith(NO_TREE):
                 continue
             return f"{when} {outcome}" + (f": {message}" if message else "")
         return None
@@ -266,9 +264,10 @@ def differences(stock: dict[str, Result], other: dict[str, Result]) -> list[tupl
     return out
 
 
-def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> tuple[Path, Path]:
+def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> tuple[Path, Path, list[str]]:
     """The table and the differences for ``run_dir``'s configurations, and for those of the runs
-    in ``also`` that ``run_dir`` lacks (the first run in ``also`` that has one)."""
+    in ``also`` that ``run_dir`` lacks (the first run in ``also`` that has one); and the lines of
+    the differences' first section, what needs a look (:func:`needs_a_look`)."""
     source: dict[str, Path] = {}
     for run in (run_dir, *also):
         for folder in sorted(p for p in run.iterdir() if p.is_dir()):
@@ -324,17 +323,17 @@ def write_report(run_dir: Path, processed: Path, also: Sequence[Path] = ()) -> t
                 mine, theirs = recheck.get(t), stock_recheck.get(t)
                 sections.append(f"| `{t}` | {s.outcome}{_flaky(stock_failed, t)} | {o.outcome} | {_cell(o.message)} | "
                                 f"{_cell(theirs.words() if theirs else '')} | {_cell(mine.words() if mine else '')} |")
-                why = needs_a_look(s, o, mine, theirs, scg_decides=scg_decides(c))
+                why = needs_a_look(s, o, mine, theirs, scg_deciding=scg_decides(c))
                 if why is not None:
                     look.append(f"- {c}: `{t}`: {_cell(why)}")
         sections.append("")
-    lines += [LOOK, ""]
+    lines += ["## Needs a look", ""]
     lines += look or ["None: every difference's rerun under its configuration passed, or failed on a test's own "
                       "assertion or a recorded FileCheck, with a clean teardown."]
     lines += ["", *sections]
     differ = processed / f"{EXPERIMENT}_differ.md"
     differ.write_text("\n".join(lines))
-    return table, differ
+    return table, differ, look
 
 
 def scg_decides(config: str) -> bool:
@@ -344,7 +343,7 @@ def scg_decides(config: str) -> bool:
 
 
 def needs_a_look(stock: Result, other: Result, rerun: Rerun | None, stock_rerun: Rerun | None,
-                 scg_decides: bool = False) -> str | None:
+                 scg_deciding: bool = False) -> str | None:
     """Why a test whose outcome differs from stock's needs a look, or None: it failed under the
     configuration and was not rerun, or its rerun there shows what no designed difference does
     (:meth:`Rerun.unexplained`) while stock's rerun of it did not. A test stock failed and the
@@ -353,7 +352,7 @@ def needs_a_look(stock: Result, other: Result, rerun: Rerun | None, stock_rerun:
         return None
     if rerun is None:
         return f"{other.outcome}, not rerun: {_first_line(other.message)}"
-    why = rerun.unexplained(scg_decides)
+    why = rerun.unexplained(scg_deciding)
     if why is None or (stock_rerun is not None and stock_rerun.unexplained() == why):
         return None
     return why
@@ -408,12 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"grace.report.upstream: no run {', '.join(missing)} under {root}", file=sys.stderr)
         return 2
-    table, differ = write_report(run, args.results_dir / "processed", [folder for folder in also.values() if folder])
+    table, differ, look = write_report(run, args.results_dir / "processed",
+                                       [folder for folder in also.values() if folder])
     print(table.read_text(), end="")
     print(f"differences from stock: {differ}")
-    text = differ.read_text()
-    section = text[text.index(LOOK) + len(LOOK):].split("\n## ", 1)[0]
-    look = [line for line in section.splitlines() if line.startswith("- ")]
     print(f"needing a look: {len(look)}", *look, sep="\n" if look else " ")
     return 0
 
