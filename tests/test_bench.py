@@ -184,6 +184,36 @@ def test_worker_arbitrates_a_mismatch_with_eagers_rerun_then_a_float64_copy_of_t
     assert twin.fp64_arbitrated == 1
     assert Case(get("micro-mlp2"), MODES["eager"], "cpu", 4, "tiny").reference is None, "eager is not checked"
 
+def test_a_training_step_lists_each_modules_trainable_parameters_once_and_starts_from_no_gradient(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parameter list is the harness's, not the model's work: walked once per module, not in
+    every timed step; each step still sets every gradient to None first, so steps never
+    accumulate, and a module's frozen parameters get none."""
+    from grace.bench.worker import Case
+
+    case = Case(get("micro-mlp16-T"), MODES["eager"], "cpu", 1, "tiny")
+    frozen = case.model[0][0].bias
+    frozen.requires_grad_(False)
+    walks: list[int] = []
+    walk = torch.nn.Module.parameters
+    monkeypatch.setattr(torch.nn.Module, "parameters",
+                        lambda self, recurse=True: walks.append(id(self)) or walk(self, recurse))
+    inputs = case.inputs(0)
+    _, first = case.step(case.fn, case.model, inputs)
+    _, second = case.step(case.fn, case.model, inputs)
+    twin = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()) for _ in range(2)])
+    case.step(twin, twin, (torch.randn(1, 16),))
+    case.step(twin, twin, (torch.randn(1, 16),))
+    assert walks == [id(case.model), id(twin)], "one walk per module"
+    assert len(first) == 31 and frozen.grad is None, "16 weights and the 15 biases left trainable"
+    for a, b in zip(first, second):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    loss = case.workload.loss(case.model(*inputs))
+    expected = torch.autograd.grad(loss, case.trainable(case.model))
+    for got, want in zip(second, expected):
+        torch.testing.assert_close(got, want)
+
+
 def test_with_distinct_inputs_timed_samples_cycle_over_inputs_the_warm_up_ran_four_times_each() -> None:
     """A workload whose shapes follow its data (VM's detections) records new graphs for each new
     input: its timed samples cycle over a few inputs, and the warm-up runs each of them first;
