@@ -5,7 +5,9 @@ raises; with it on, the lean dispatch must have served calls itself.
 The scenarios are the cases where a replay path could skip a check it needs: two compiled
 functions interleaved (a tree with children), outputs held across calls, ``x = f(x)``, a static
 input whose address changes (a re-record), shape, dtype and grad-mode changes, training steps
-with their backward pending, ``torch._dynamo.reset()`` and ``cudagraph_mark_step_begin``.
+with their backward pending, ``torch._dynamo.reset()`` and ``cudagraph_mark_step_begin``, and
+inference under autocast, which AOTAutograd's lean wrapper must disable around the graph as
+stock's does.
 """
 
 from __future__ import annotations
@@ -37,8 +39,13 @@ def _outcome(step: Callable[[], Any]) -> Any:
     return [t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
-def _both_ways(scenario: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatch, **config: Any) -> None:
+def _both_ways(scenario: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatch, inference: bool = True,
+               **config: Any) -> None:
+    """``scenario`` with lean replay off, then on: the same values and errors; with it on, the
+    lean dispatch served calls and, where the scenario has ``inference`` graphs, AOTAutograd's
+    lean wrapper ran them (``grace.lean.aot_runtime``), and with it off never did."""
     import grace.config
+    from grace.lean.aot_runtime import LeanInferenceWrapper
     from grace.lean.dispatch import LeanDispatch
 
     served = []
@@ -49,14 +56,26 @@ def _both_ways(scenario: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatc
         served.append(out is not None)
         return out
 
+    aot_calls = {False: 0, True: 0}
+    lean_now = [False]
+    wrapped = LeanInferenceWrapper.__call__
+
+    def aot_counting(self: LeanInferenceWrapper, args: list[Any]) -> Any:
+        aot_calls[lean_now[0]] += 1
+        return wrapped(self, args)
+
     monkeypatch.setattr(LeanDispatch, "replay", counting)
+    monkeypatch.setattr(LeanInferenceWrapper, "__call__", aot_counting)
     results = {}
     for lean in (False, True):
         _fresh()
         torch.manual_seed(0)
+        lean_now[0] = lean
         with grace.config.patch(lean_replay=lean, scg_force="graph", **config):  # every function recorded
             results[lean] = scenario()
         _fresh()
+    assert aot_calls[False] == 0, "lean AOTAutograd wrappers with lean replay off"
+    assert (aot_calls[True] > 0) == inference, f"lean AOTAutograd wrapper calls: {aot_calls[True]}"
     unlike = {lean: [e[1] for e in res if isinstance(e, tuple) and e[0] == "steps unlike eager"] for lean, res in results.items()}
     assert not any(steps for lists in unlike.values() for steps in lists), f"unlike eager (lean replay off, on): {unlike}"
     assert len(results[True]) == len(results[False])
@@ -178,6 +197,24 @@ def test_training_steps_with_their_backward_pending(monkeypatch: pytest.MonkeyPa
             opt.step()
             opt.zero_grad()
             out.append(_outcome(lambda: [loss.detach() + 0, *[p.detach() + 0 for p in model.parameters()]]))
+        return out
+
+    _both_ways(scenario, monkeypatch, inference=False)
+
+
+def test_inference_under_autocast_and_without(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AOTAutograd disables autocast around a graph compiled under it; the lean wrapper must too."""
+    def scenario() -> list[Any]:
+        model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).cuda()
+        f = _compiled(model)
+        out = []
+        with torch.no_grad():
+            for autocast in (True, False, True, False):
+                for _ in range(3):
+                    x = torch.randn(4, 32, device="cuda")
+                    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                        out.append(_outcome(lambda: f(x) + 0))
+                    assert torch.is_grad_enabled() is False and not torch.is_autocast_enabled("cuda")
         return out
 
     _both_ways(scenario, monkeypatch)
