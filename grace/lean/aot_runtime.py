@@ -23,7 +23,9 @@ Invariants (each decision is made once, when AOTAutograd builds the wrappers, fr
    profiler's prologue region, grad mode off around the graph, autocast disabled where stock
    disables it, the boxed call that lets the graph free its inputs, the output count check.
 4. Until stock's first-invocation analysis of custom ops has run
-   (``_FirstInvocationContext``), every call is stock's own ``runtime_wrapper``.
+   (``_FirstInvocationContext``), every call is stock's own ``runtime_wrapper``; with
+   ``torch._functorch.config.check_custom_op_aliasing`` off it never runs, and every call stays
+   stock's.
 
 Hot path: :meth:`LeanInferenceWrapper.__call__`. Slow path: everything else here, run at
 compile time. Call sites: ``patches/lean_replay/0005``.
