@@ -65,6 +65,20 @@ def test_with_lean_replay_off_every_wrapper_is_stocks(made: list, monkeypatch: p
                                                         "rng_wrapper_is_identity"]
 
 
+def test_outputs_marked_dynamic_are_marked_as_stock_marks_them(made: list) -> None:
+    """A graph compiled for dynamic shapes marks its outputs' dynamic dimensions on every call, so
+    that Dynamo treats them as dynamic where they flow into another compiled function."""
+    marks = {}
+    for lean in (False, True):
+        torch._dynamo.reset()
+        compiled = torch.compile(add_one, backend="aot_eager", dynamic=True)
+        with grace.config.patch(lean_replay=lean):
+            outs = [compiled(torch.randn(n, 3)) for n in (4, 5, 6)]
+        marks[lean] = [getattr(o, "_dynamo_weak_dynamic_indices", None) for o in outs]
+    assert len(made) == 1
+    assert marks[True] == marks[False] and marks[True][-1], marks
+
+
 def mutate(x: torch.Tensor) -> torch.Tensor:
     x.add_(1)
     return x * 2

@@ -7,7 +7,8 @@ effect: ``runtime_wrapper`` builds a dict of the inputs its epilogue needs (none
 version of the inputs the graph mutates (none), enters a context that is a ``nullcontext``
 after the first call, calls the graph through ``call_func_at_runtime_with_args`` (another
 ``nullcontext`` and a ``getattr``), then tests five metadata fields whose answer was fixed at
-compile time. ``FunctionalizedRngRuntimeWrapper`` and ``EffectTokensWrapper`` each add a frame
+compile time (where outputs are marked dynamic, which outputs is fixed too).
+``FunctionalizedRngRuntimeWrapper and ``EffectTokensWrapper`` each add a frame
 that only passes the call on when no random-number state is functionalized and the graph has
 no effect tokens.
 
@@ -21,7 +22,8 @@ Invariants (each decision is made once, when AOTAutograd builds the wrappers, fr
 3. :class:`LeanInferenceWrapper` stands in for ``runtime_wrapper`` only where every branch it
    skips is dead on that metadata (:func:`plain_inference`), and it keeps the rest: the
    profiler's prologue region, grad mode off around the graph, autocast disabled where stock
-   disables it, the boxed call that lets the graph free its inputs, the output count check.
+   disables it, the boxed call that lets the graph free its inputs, the output count check,
+   and the dynamic dimensions marked on the outputs Dynamo will see again.
 4. Until stock's first-invocation analysis of custom ops has run
    (``_FirstInvocationContext``), every call is stock's own ``runtime_wrapper``; with
    ``torch._functorch.config.check_custom_op_aliasing`` off it never runs, and every call stays
@@ -79,8 +81,6 @@ def plain_inference(runtime_metadata: Any, *, trace_joint: bool, keep_input_muta
 
     if any(info.output_type in (OutputType.alias_of_input, OutputType.is_input) for info in m.output_info):
         return "outputs that alias inputs"
-    if m.dynamic_outputs:
-        return "outputs marked dynamic"
     if m.grad_enabled_mutation is not None:
         return "grad mode set by the graph"
     if m.is_rng_op_functionalized:
@@ -90,13 +90,16 @@ def plain_inference(runtime_metadata: Any, *, trace_joint: bool, keep_input_muta
 
 class LeanInferenceWrapper:
     """``runtime_wrapper`` for a plain inference graph (:func:`plain_inference`): grad mode off
-    around the boxed call, the output count checked, nothing else. ``stock`` serves every call
+    around the boxed call, the output count checked, the outputs' dynamic dimensions marked,
+    nothing else. ``stock`` serves every call
     until the first-invocation analysis has run. It carries what stock's wrapper carries
     (``functools.update_wrapper``: the wrapped function's attributes, ``__wrapped__``)."""
 
     def __init__(self, stock: Callable[[list[Any]], Any], compiled_fn: Callable[[list[Any]], Any],
                  expected_outs: int, disable_amp: bool, first_invocation: Any,
-                 prologue_enter: Callable[[], Any], prologue_exit: Callable[[Any], None]) -> None:
+                 prologue_enter: Callable[[], Any], prologue_exit: Callable[[Any], None],
+                 dynamic_dims: tuple[tuple[int, set[int]], ...] = (),
+                 mark_dynamic: Callable[[Any, set[int]], None] | None = None) -> None:
         functools.update_wrapper(self, stock, assigned=("__doc__",))
         self._lean_stock = stock
         self._lean_graph = compiled_fn
@@ -105,6 +108,8 @@ class LeanInferenceWrapper:
         self._lean_first_invocation = first_invocation  # stock's _FirstInvocationContext
         self._lean_prologue_enter = prologue_enter
         self._lean_prologue_exit = prologue_exit
+        self._lean_dynamic_dims = dynamic_dims  # (output index, dims) as stock marks them
+        self._lean_mark_dynamic = mark_dynamic
         self._boxed_call = True
 
     def __call__(self, args: list[Any]) -> Any:
@@ -128,6 +133,8 @@ class LeanInferenceWrapper:
             outs = list(outs) if isinstance(outs, tuple) else [outs]
         if len(outs) != self._lean_expected_outs:
             raise AssertionError(f"expected {self._lean_expected_outs} outputs, got {len(outs)}")
+        for i, dims in self._lean_dynamic_dims:
+            self._lean_mark_dynamic(outs[i], dims)
         return outs
 
 
@@ -142,5 +149,9 @@ def lean_runtime_wrapper(stock: Callable[[list[Any]], Any], compiled_fn: Callabl
         return None
     if plain_inference(runtime_metadata, trace_joint=trace_joint, keep_input_mutations=keep_input_mutations):
         return None
+    from torch._functorch._aot_autograd.runtime_wrappers import maybe_mark_dynamic_helper
+
+    dynamic_dims = tuple((i, info.dynamic_dims) for i, info in enumerate(runtime_metadata.output_info)
+                         if info.dynamic_dims is not None) if runtime_metadata.dynamic_outputs else ()
     return LeanInferenceWrapper(stock, compiled_fn, runtime_metadata.num_outputs, disable_amp, first_invocation,
-                                prologue_enter, prologue_exit)
+                                prologue_enter, prologue_exit, dynamic_dims, maybe_mark_dynamic_helper)
