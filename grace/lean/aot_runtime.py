@@ -3,8 +3,7 @@
 Every call of a compiled function passes through AOTAutograd's runtime wrappers before Inductor's
 code runs. For an inference graph whose inputs are not mutated and whose outputs alias no input
 (nearly every ``torch.no_grad()`` call), most of what those wrappers do on each call has no
-effect: ``runtime_wrapper`` builds a dict of the inputs its epilogue needs (none), bumps the
-version of the inputs the graph mutates (none), enters a context that is a ``nullcontext``
+effect: ``runtime_wrapper`` builds a dict of the inputs its epilogue needs (none), enters a context that is a ``nullcontext``
 after the first call, calls the graph through ``call_func_at_runtime_with_args`` (another
 ``nullcontext`` and a ``getattr``), then tests five metadata fields whose answer was fixed at
 compile time (where outputs are marked dynamic, which outputs is fixed too).
@@ -22,8 +21,9 @@ Invariants (each decision is made once, when AOTAutograd builds the wrappers, fr
 3. :class:`LeanInferenceWrapper` stands in for ``runtime_wrapper`` only where every branch it
    skips is dead on that metadata (:func:`plain_inference`), and it keeps the rest: the
    profiler's prologue region, grad mode off around the graph, autocast disabled where stock
-   disables it, the boxed call that lets the graph free its inputs, the output count check,
-   and the dynamic dimensions marked on the outputs Dynamo will see again.
+   disables it, the version counters of inputs the graph mutates, the boxed call that lets the
+   graph free its inputs, the output count check, and the dynamic dimensions marked on the
+   outputs Dynamo will see again.
 4. Until stock's first-invocation analysis of custom ops has run
    (``_FirstInvocationContext``), every call is stock's own ``runtime_wrapper``; with
    ``torch._functorch.config.check_custom_op_aliasing`` off it never runs, and every call stays
@@ -73,8 +73,6 @@ def plain_inference(runtime_metadata: Any, *, trace_joint: bool, keep_input_muta
         return "a training graph (autograd.Function)"
     if m.num_mutated_inp_runtime_indices or m.mutated_inp_runtime_indices:
         return "inputs mutated outside the graph"
-    if keep_input_mutations and m.mutated_graph_handled_indices_seen_by_autograd:
-        return "inputs mutated in the graph whose version counters autograd reads"
     if m.num_outputs_aliased or m.num_intermediate_bases:
         return "outputs that alias inputs or intermediates"
     from torch._functorch._aot_autograd.schemas import OutputType
@@ -90,15 +88,15 @@ def plain_inference(runtime_metadata: Any, *, trace_joint: bool, keep_input_muta
 
 class LeanInferenceWrapper:
     """``runtime_wrapper`` for a plain inference graph (:func:`plain_inference`): grad mode off
-    around the boxed call, the output count checked, the outputs' dynamic dimensions marked,
-    nothing else. ``stock`` serves every call
+    around the boxed call, the version counters of the inputs the graph mutates bumped first,
+    the output count checked, the outputs' dynamic dimensions marked, nothing else. ``stock`` serves every call
     until the first-invocation analysis has run. It carries what stock's wrapper carries
     (``functools.update_wrapper``: the wrapped function's attributes, ``__wrapped__``)."""
 
     def __init__(self, stock: Callable[[list[Any]], Any], compiled_fn: Callable[[list[Any]], Any],
                  expected_outs: int, disable_amp: bool, first_invocation: Any,
                  prologue_enter: Callable[[], Any], prologue_exit: Callable[[Any], None],
-                 dynamic_dims: tuple[tuple[int, set[int]], ...] = (),
+                 bumped: tuple[int, ...] = (), dynamic_dims: tuple[tuple[int, set[int]], ...] = (),
                  mark_dynamic: Callable[[Any, set[int]], None] | None = None) -> None:
         functools.update_wrapper(self, stock, assigned=("__doc__",))
         self._lean_stock = stock
@@ -108,6 +106,7 @@ class LeanInferenceWrapper:
         self._lean_first_invocation = first_invocation  # stock's _FirstInvocationContext
         self._lean_prologue_enter = prologue_enter
         self._lean_prologue_exit = prologue_exit
+        self._lean_bumped = bumped  # inputs the graph mutates whose version counters autograd reads
         self._lean_dynamic_dims = dynamic_dims  # (output index, dims) as stock marks them
         self._lean_mark_dynamic = mark_dynamic
         self._boxed_call = True
@@ -116,6 +115,8 @@ class LeanInferenceWrapper:
         if self._lean_first_invocation._is_first:
             return self._lean_stock(args)
         cm = self._lean_prologue_enter()
+        if self._lean_bumped:
+            torch.autograd.graph.increment_version([args[i] for i in self._lean_bumped])
         grad_enabled = torch.is_grad_enabled()
         try:
             if grad_enabled:
@@ -153,5 +154,6 @@ def lean_runtime_wrapper(stock: Callable[[list[Any]], Any], compiled_fn: Callabl
 
     dynamic_dims = tuple((i, info.dynamic_dims) for i, info in enumerate(runtime_metadata.output_info)
                          if info.dynamic_dims is not None) if runtime_metadata.dynamic_outputs else ()
+    bumped = tuple(runtime_metadata.mutated_graph_handled_indices_seen_by_autograd) if keep_input_mutations else ()
     return LeanInferenceWrapper(stock, compiled_fn, runtime_metadata.num_outputs, disable_amp, first_invocation,
-                                prologue_enter, prologue_exit, dynamic_dims, maybe_mark_dynamic_helper)
+                                prologue_enter, prologue_exit, bumped, dynamic_dims, maybe_mark_dynamic_helper)
