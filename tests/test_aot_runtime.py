@@ -43,10 +43,13 @@ def add_one(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_a_plain_inference_graph_gets_the_lean_wrapper_and_eagers_values(made: list) -> None:
-    x = torch.randn(8)
-    outs = _calls(add_one, x, lean=True)
+    """New inputs at every call, each output kept: every one is its own call's."""
+    compiled = torch.compile(add_one, backend="aot_eager")
+    inputs = [torch.randn(8) for _ in range(5)]
+    with grace.config.patch(lean_replay=True):
+        outs = [compiled(x) for x in inputs]
     assert len(made) == 1
-    for out in outs:
+    for x, out in zip(inputs, outs):
         torch.testing.assert_close(out, add_one(x))
     assert torch.is_grad_enabled(), "grad mode as the caller left it"
 
@@ -128,6 +131,10 @@ def test_plain_inference_names_what_would_act(monkeypatch: pytest.MonkeyPatch) -
                        "a training graph (autograd.Function)"]
 
 
+def _no_marks(t: Any, dims: set[int]) -> None:
+    raise AssertionError("no output is marked dynamic here")
+
+
 class _FirstCall:
     def __init__(self, first: bool) -> None:
         self._is_first = first
@@ -147,7 +154,7 @@ def _wrapper(graph: Callable[[list], Any], *, first: bool = False, expected: int
 
     stock._boxed_call = True  # type: ignore[attr-defined]
     wrapper = LeanInferenceWrapper(stock, graph, expected, disable_amp, _FirstCall(first), enter,
-                                   lambda cm: events.append(f"exit {cm}"))
+                                   lambda cm: events.append(f"exit {cm}"), (), (), _no_marks)
     return wrapper, events
 
 
@@ -195,7 +202,8 @@ def test_the_lean_wrapper_carries_what_stocks_wrapper_carries() -> None:
         return args
 
     stock._fx_graph_cache_key = "key"  # type: ignore[attr-defined]
-    wrapper = LeanInferenceWrapper(stock, stock, 1, False, _FirstCall(False), lambda: None, lambda cm: None)
+    wrapper = LeanInferenceWrapper(stock, stock, 1, False, _FirstCall(False), lambda: None, lambda cm: None,
+                                   (), (), _no_marks)
     assert wrapper._boxed_call is True and wrapper.__wrapped__ is stock
     assert wrapper._fx_graph_cache_key == "key"
 

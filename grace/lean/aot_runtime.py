@@ -65,20 +65,18 @@ def effect_tokens_wrapper_is_identity(compiled_fn: Callable[..., Any], runtime_m
             and bool(getattr(compiled_fn, "_boxed_call", False)))
 
 
-def plain_inference(runtime_metadata: Any, *, trace_joint: bool, keep_input_mutations: bool) -> str | None:
+def plain_inference(runtime_metadata: Any, *, trace_joint: bool) -> str | None:
     """Why ``runtime_wrapper``'s epilogue could act on this metadata, or None where every branch
-    :class:`LeanInferenceWrapper` skips is dead."""
+    :class:`LeanInferenceWrapper` skips is dead. Outputs that alias inputs are what
+    ``num_outputs_aliased`` counts with those aliasing intermediates, and the inputs the epilogue
+    keeps are theirs and the ones mutated outside the graph."""
     m = runtime_metadata
     if trace_joint:
         return "a training graph (autograd.Function)"
-    if m.num_mutated_inp_runtime_indices or m.mutated_inp_runtime_indices:
+    if m.num_mutated_inp_runtime_indices:
         return "inputs mutated outside the graph"
     if m.num_outputs_aliased or m.num_intermediate_bases:
         return "outputs that alias inputs or intermediates"
-    from torch._functorch._aot_autograd.schemas import OutputType
-
-    if any(info.output_type in (OutputType.alias_of_input, OutputType.is_input) for info in m.output_info):
-        return "outputs that alias inputs"
     if m.grad_enabled_mutation is not None:
         return "grad mode set by the graph"
     if m.is_rng_op_functionalized:
@@ -87,17 +85,18 @@ def plain_inference(runtime_metadata: Any, *, trace_joint: bool, keep_input_muta
 
 
 class LeanInferenceWrapper:
-    """``runtime_wrapper`` for a plain inference graph (:func:`plain_inference`): grad mode off
-    around the boxed call, the version counters of the inputs the graph mutates bumped first,
-    the output count checked, the outputs' dynamic dimensions marked, nothing else. ``stock`` serves every call
-    until the first-invocation analysis has run. It carries what stock's wrapper carries
-    (``functools.update_wrapper``: the wrapped function's attributes, ``__wrapped__``)."""
+    """``runtime_wrapper`` for a plain inference graph (:func:`plain_inference`): the version
+    counters of the inputs the graph mutates bumped (``bumped``), grad mode off around the boxed
+    call, the output count checked, the outputs' dynamic dimensions marked (``dynamic_dims``),
+    nothing else. ``stock`` serves every call until the first-invocation analysis has run. It
+    carries what stock's wrapper carries (``functools.update_wrapper``: the wrapped function's
+    attributes, ``__wrapped__``)."""
 
     def __init__(self, stock: Callable[[list[Any]], Any], compiled_fn: Callable[[list[Any]], Any],
                  expected_outs: int, disable_amp: bool, first_invocation: Any,
                  prologue_enter: Callable[[], Any], prologue_exit: Callable[[Any], None],
-                 bumped: tuple[int, ...] = (), dynamic_dims: tuple[tuple[int, set[int]], ...] = (),
-                 mark_dynamic: Callable[[Any, set[int]], None] | None = None) -> None:
+                 bumped: tuple[int, ...], dynamic_dims: tuple[tuple[int, set[int]], ...],
+                 mark_dynamic: Callable[[Any, set[int]], None]) -> None:
         functools.update_wrapper(self, stock, assigned=("__doc__",))
         self._lean_stock = stock
         self._lean_graph = compiled_fn
@@ -148,7 +147,7 @@ def lean_runtime_wrapper(stock: Callable[[list[Any]], Any], compiled_fn: Callabl
     function stock's wrapper calls."""
     if not _on() or not getattr(compiled_fn, "_boxed_call", False):
         return None
-    if plain_inference(runtime_metadata, trace_joint=trace_joint, keep_input_mutations=keep_input_mutations):
+    if plain_inference(runtime_metadata, trace_joint=trace_joint):
         return None
     from torch._functorch._aot_autograd.runtime_wrappers import maybe_mark_dynamic_helper
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from unittest import mock
 
 import torch
+from _timing import mean_call_us
 
 
 def stock_copy(x: torch.Tensor) -> torch.Tensor:
@@ -26,13 +26,6 @@ def stock_copy(x: torch.Tensor) -> torch.Tensor:
 
 def lean_copy(x: torch.Tensor) -> torch.Tensor:
     return x + 1
-
-
-def _per_call_us(fn, x: torch.Tensor, calls: int) -> float:
-    start = time.perf_counter_ns()
-    for _ in range(calls):
-        fn(x)
-    return (time.perf_counter_ns() - start) / calls / 1e3
 
 
 def main() -> None:
@@ -54,8 +47,8 @@ def main() -> None:
         torch.testing.assert_close(stock(x), lean(x))
         s_us, l_us = [], []
         for _ in range(args.rounds):
-            s_us.append(_per_call_us(stock, x, args.calls))
-            l_us.append(_per_call_us(lean, x, args.calls))
+            s_us.append(mean_call_us(stock, args.calls, x))
+            l_us.append(mean_call_us(lean, args.calls, x))
     diffs = sorted(s - l for s, l in zip(s_us, l_us))
     k = len(diffs) // 10
     print(f"stock wrappers {statistics.median(s_us):.2f} us a call, lean {statistics.median(l_us):.2f}; "

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from _timing import mean_call_us
 
 
 def f(x: torch.Tensor) -> torch.Tensor:
@@ -35,13 +35,7 @@ def f(x: torch.Tensor) -> torch.Tensor:
 
 def per_call_us(call: Callable[[], object], calls: int, rounds: int) -> float:
     """The median over ``rounds`` of the mean time of ``calls`` calls, in microseconds."""
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
+    return statistics.median(mean_call_us(call, calls) for _ in range(rounds))
 
 
 def only_entry(fn: Callable) -> tuple[Any, types.FunctionType]:

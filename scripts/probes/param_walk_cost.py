@@ -11,18 +11,9 @@ interleaved rounds (one thread, the CPU it runs on).
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable
-from typing import Any
 
 import torch
-
-
-def _per_call_us(fn: Callable[[], Any], calls: int) -> float:
-    start = time.perf_counter_ns()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter_ns() - start) / calls / 1e3
+from _timing import mean_call_us
 
 
 def models() -> dict[str, torch.nn.Module]:
@@ -44,8 +35,8 @@ def main() -> None:
         kept = [p for p in model.parameters() if p.requires_grad]
         walk, read = [], []
         for _ in range(21):  # interleaved rounds
-            walk.append(_per_call_us(lambda: [p for p in model.parameters() if p.requires_grad], 200))
-            read.append(_per_call_us(lambda: kept, 200))
+            walk.append(mean_call_us(lambda: [p for p in model.parameters() if p.requires_grad], 200))
+            read.append(mean_call_us(lambda: kept, 200))
         print(f"{name}: {len(kept)} parameter tensors, {sum(1 for _ in model.modules())} modules; "
               f"walk {statistics.median(walk):.1f} us (p10 {sorted(walk)[2]:.1f}, p90 {sorted(walk)[18]:.1f}), "
               f"kept list {statistics.median(read):.2f} us")
