@@ -77,6 +77,11 @@ scg_pi_strategies: str = Config(default="", env_name_default="GRACE_SCG_PI_STRAT
 # runs twice for the first graph of each call. Anything it does not expect goes down _run.
 lean_replay: bool = Config(default=True, env_name_default="GRACE_LEAN_REPLAY")
 
+# With lean replay on: AOTAutograd's runtime wrappers leave out the work a graph's metadata rules
+# out (grace.lean.aot_runtime). Off keeps stock's wrappers under lean replay, so that their part
+# of lean replay's saving can be measured against the rest in one run.
+lean_aot: bool = Config(default=True, env_name_default="GRACE_LEAN_AOT")
+
 # With any switch on: an output of a replayed CUDA graph that the user still holds when a new
 # generation ends its path raises on its next read, as outputs of warm-ups and recordings do in
 # stock (grace.stale_outputs); stock lets it read what the next graph wrote there, silently.

@@ -68,6 +68,15 @@ def test_with_lean_replay_off_every_wrapper_is_stocks(made: list, monkeypatch: p
                                                         "rng_wrapper_is_identity"]
 
 
+def test_lean_aot_off_keeps_stocks_wrappers_under_lean_replay(made: list) -> None:
+    compiled = torch.compile(add_one, backend="aot_eager")
+    x = torch.randn(8)
+    with grace.config.patch(lean_replay=True, lean_aot=False):
+        outs = [compiled(x) for _ in range(3)]
+    assert made == []
+    torch.testing.assert_close(outs[-1], add_one(x))
+
+
 def test_outputs_marked_dynamic_are_marked_as_stock_marks_them(made: list) -> None:
     """A graph compiled for dynamic shapes marks its outputs' dynamic dimensions on every call, so
     that Dynamo treats them as dynamic where they flow into another compiled function."""
@@ -225,5 +234,8 @@ def test_the_pass_through_wrappers_stay_where_they_act() -> None:
         assert not aot_runtime.effect_tokens_wrapper_is_identity(boxed, Meta)
     with grace.config.patch(lean_replay=False):
         Meta.tokens = {}
+        assert not aot_runtime.rng_wrapper_is_identity(Meta)
+        assert not aot_runtime.effect_tokens_wrapper_is_identity(boxed, Meta)
+    with grace.config.patch(lean_replay=True, lean_aot=False):
         assert not aot_runtime.rng_wrapper_is_identity(Meta)
         assert not aot_runtime.effect_tokens_wrapper_is_identity(boxed, Meta)

@@ -1032,6 +1032,12 @@ def test_the_no_guard_mode_turns_only_the_guard_off_and_grace_leaves_it_to_the_c
     assert "GRACE_STALE_OUTPUTS_RAISE" not in grace, "grace@TREE keeps that checkout's default"
 
 
+def test_the_no_lean_aot_mode_keeps_stocks_aot_wrappers_and_nothing_else() -> None:
+    grace, stock_aot = MODES["grace"].env, MODES["grace-no-lean-aot"].env
+    assert stock_aot == {**grace, "GRACE_LEAN_AOT": "0"}
+    assert "GRACE_LEAN_AOT" not in grace, "grace@TREE keeps that checkout's default"
+
+
 def test_the_no_copy_grads_mode_turns_only_gradient_copies_off() -> None:
     grace, not_copying = MODES["grace"].env, MODES["grace-no-copy-grads"].env
     assert not_copying == {**grace, "GRACE_COPY_GRADS": "0"}

@@ -31,7 +31,7 @@ class Mode:
 
 
 def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool | None = None,
-           guard: bool = True, copy_grads: bool = True, mutated_inputs: bool = True,
+           lean_aot: bool = True, guard: bool = True, copy_grads: bool = True, mutated_inputs: bool = True,
            pi_choices: str = "") -> dict[str, str]:
     flag = {True: "1", False: "0"}
     env = {"GRACE_DISABLE": "0", "GRACE_CGCT": flag[cgct], "GRACE_PI": flag[pi], "GRACE_SCG": flag[scg],
@@ -41,6 +41,8 @@ def _grace(cgct: bool, pi: bool, scg: bool, pi_strategy: str = PTX, lean: bool |
     # Mutated inputs are always set: an earlier checkout may have them off by default.
     if lean is not None:
         env["GRACE_LEAN_REPLAY"] = flag[lean]
+    if not lean_aot:
+        env["GRACE_LEAN_AOT"] = "0"
     if not guard:
         env["GRACE_STALE_OUTPUTS_RAISE"] = "0"
     if not copy_grads:
@@ -67,6 +69,10 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("grace-cgct-pi-prelude", "+PI (prelude)", "reduce-overhead", env=_grace(True, True, False, "prelude", lean=False)),
     Mode("grace-cgct-pi-exec", "+PI (exec update)", "reduce-overhead",
          env=_grace(True, True, False, "exec-update", lean=False)),
+    # GraCE with lean replay but stock's AOTAutograd wrappers (grace.config.lean_aot), to measure
+    # the lean wrappers' part of lean replay interleaved with GraCE in one run
+    Mode("grace-no-lean-aot", "GraCE, stock AOTAutograd wrappers", "reduce-overhead",
+         env=_grace(True, True, True, lean_aot=False)),
     # GraCE without the stale-output guard (grace.config.stale_outputs_raise), to measure the
     # guard's cost on the replay path interleaved with GraCE in one run
     Mode("grace-no-guard", "GraCE, no stale-output guard", "reduce-overhead", env=_grace(True, True, True, guard=False)),

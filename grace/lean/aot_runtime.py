@@ -15,7 +15,8 @@ Invariants (each decision is made once, when AOTAutograd builds the wrappers, fr
 ``ViewAndMutationMeta`` fields it sets when it makes the metadata and never changes; stock's own
 ``runtime_wrapper`` already fixes its epilogue's inputs from them at that moment):
 
-1. Nothing here acts unless ``grace.config.lean_replay`` is on when the wrapper is built.
+1. Nothing here acts unless ``grace.config.lean_replay`` and ``grace.config.lean_aot`` are on
+   when the wrapper is built.
 2. A wrapper is left out only where stock's wrapper is the identity on that metadata
    (:func:`rng_wrapper_is_identity`, :func:`effect_tokens_wrapper_is_identity`).
 3. :class:`LeanInferenceWrapper` stands in for ``runtime_wrapper`` only where every branch it
@@ -48,7 +49,7 @@ __all__ = ["LeanInferenceWrapper", "effect_tokens_wrapper_is_identity", "lean_ru
 def _on() -> bool:
     from grace import config
 
-    return bool(config.lean_replay)
+    return bool(config.lean_replay and config.lean_aot)
 
 
 def rng_wrapper_is_identity(runtime_metadata: Any) -> bool:

@@ -14,11 +14,12 @@
 #   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests [DCONFIGS=...] SHARDS=5 T=585 bash .diag/device_session.sh
 #        upstream's rechecks; the -lean twins; the differential test of DCONFIGS (default stock, GraCE's defaults
 #        all-free-mut-lean-copy and all-mut-lean-copy, and all-lean-copy, which refuses the mutate_input kind's functions)
-#   STAGE=17 PRUN=<date> ULRUN=<date>-ul T=<left> bash .diag/device_session.sh
+#   STAGE=17 PRUN=<date> ULRUN=<date>-ul [LEAN_WORKLOADS=...] [LEAN_MODES=...] [LEAN_ONLY=1] T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
 #        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU,
-#        then the host's CPU readings of scripts/probes/pregraph_region_cost.py and frame_params_cpu.py
+#        then the host's CPU readings of scripts/probes/pregraph_region_cost.py and frame_params_cpu.py (LEAN_ONLY:
+#        the gain alone, for one GPU)
 #   STAGE=21 MRUN=<date>-map PRUN=<date> [TRUN=<date>-tests TESTS=pi_tree] T=<left> bash .diag/device_session.sh
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
@@ -209,19 +210,22 @@ case "$STAGE" in
     wait
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
-    harness_checks "${G[$((1 % ${#G[@]}))]}" &
+    # with LEAN_ONLY, nothing beside the gain (on one GPU the checks below would share its GPU and cores)
+    [ -z "${LEAN_ONLY:-}" ] && harness_checks "${G[$((1 % ${#G[@]}))]}" &
     # and the artifact's smoke test on a third GPU (behaviour unchanged after a refactor)
     # then, on the host's CPU (the probes run CPU tensors), Dynamo's pre-graph profiler region's cost with lean
     # replay off and on, and Dynamo's per-call cost against the number of parameter tensors (DenseNet-121 last)
-    ( CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1
+    [ -z "${LEAN_ONLY:-}" ] && ( CUDA_VISIBLE_DEVICES=${G[$((2 % ${#G[@]}))]} timeout 300 bash scripts/smoke_test.sh > "$P/smoke_test.log" 2>&1
       CUDA_VISIBLE_DEVICES= timeout 200 "$PY" scripts/probes/pregraph_region_cost.py > "$P/pregraph_region_cost.txt" 2>&1
       CUDA_VISIBLE_DEVICES= timeout 300 "$PY" scripts/probes/frame_params_cpu.py --backend first-outputs --calls 1000 \
         --rounds 9 > "$P/frame_params.first-outputs.txt" 2>&1 ) &
     CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 20 )) "$PY" -m grace.bench --workloads ${LEAN_WORKLOADS:-EOS,DR-T,micro-mlp16,ALNET,micro-eos} \
-      --modes pt2-nocg,pt2-cg,grace-no-lean,grace --repeat ${REPEAT_LEAN:-30} --experiment lean_gain --run-id "${PRUN}-lean" \
+      --modes ${LEAN_MODES:-pt2-nocg,pt2-cg,grace-no-lean,grace} --repeat ${REPEAT_LEAN:-30} --experiment lean_gain --run-id "${PRUN}-lean" \
       > "$P/lean_gain.log" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline grace-no-lean > "$P/lean_gain.paired.txt" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline pt2-cg >> "$P/lean_gain.paired.txt" 2>&1
+    [[ ${LEAN_MODES:-} == *grace-no-lean-aot* ]] && "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl \
+      --baseline grace-no-lean-aot >> "$P/lean_gain.paired.txt" 2>&1
     wait
     ;;
   21)  # the replay map, a shard on each GPU but the first (scripts/run_sharded.sh), resumable; the harness checks on
