@@ -15,6 +15,7 @@ import signal
 import shutil
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -502,7 +503,8 @@ def test_run_writes_one_checked_row_per_mode(tmp_path: Path) -> None:
     assert nocg["check"]["ok"] and nocg["check"]["checked"] == 4
     assert nocg["compile_s"] > 0 and rows[0]["compile_s"] is None
     assert rows[0]["workload_wall_s"] == nocg["workload_wall_s"] >= nocg["compile_s"], "the workload's wall time"
-    assert set(nocg["round_phases_s"]) == {"timed", "check"} and set(rows[0]["round_phases_s"]) == {"timed", "check"}
+    assert set(nocg["round_phases_s"]) == {"rewarm", "timed", "check"}
+    assert set(rows[0]["round_phases_s"]) == {"rewarm", "timed", "check"}
     assert 0 < sum(nocg["round_phases_s"].values()) <= nocg["rounds_s"], "the worker's parts lie within its rounds"
     assert nocg["pinned_cpu"] == max(os.sched_getaffinity(0))
     for key in ("machine", "versions", "command"):
@@ -1030,6 +1032,26 @@ def test_the_no_guard_mode_turns_only_the_guard_off_and_grace_leaves_it_to_the_c
     grace, no_guard = MODES["grace"].env, MODES["grace-no-guard"].env
     assert no_guard == {**grace, "GRACE_STALE_OUTPUTS_RAISE": "0"}
     assert "GRACE_STALE_OUTPUTS_RAISE" not in grace, "grace@TREE keeps that checkout's default"
+
+
+def test_rewarm_runs_untimed_steps_for_its_time_within_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grace.bench import worker
+
+    steps: list[float] = []
+    case = worker.Case.__new__(worker.Case)
+    case.untimed_step = lambda: (time.sleep(0.001), steps.append(time.perf_counter()))  # type: ignore[method-assign]
+    assert case.rewarm(0) == 0 and steps == [], "0 ms: none"
+    assert case.rewarm(1) >= worker.REWARM_MIN_ITERATIONS
+    assert steps[-1] - steps[0] < 1.0
+    steps.clear()
+    start = time.perf_counter()
+    ran = case.rewarm(30)
+    assert ran == len(steps) and time.perf_counter() - start >= 0.030, "it runs for its time"
+    assert steps[-1] - start < 0.5, "and stops soon after"
+    monkeypatch.setattr(worker, "REWARM_MAX_ITERATIONS", 5)
+    assert case.rewarm(60_000) == 5, "never past its most"
+    with pytest.raises(ValueError, match="rewarm milliseconds must be at least 0"):
+        WorkerOptions(rewarm_ms=-1)
 
 
 def test_the_no_lean_aot_mode_keeps_stocks_aot_wrappers_and_nothing_else() -> None:

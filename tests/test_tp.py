@@ -151,11 +151,12 @@ def test_grace_tp_runs_a_mode_on_two_ranks_and_writes_a_checked_row(tmp_path: Pa
     env = {**os.environ, "GRACE_DISABLE": "1", "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", "-m", "grace.tp",
            "--workload", "ST", "--mode", "eager", "--device", "cpu", "--size", "tiny", "--warmup", "1",
-           "--repeat", "2", "--round", "3", "--out", str(out)]
+           "--repeat", "2", "--round", "3", "--rewarm", "1", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert (row["workload"], row["tp"], row["mode"], row["round"], row["status"]) == ("ST", 2, "eager", 3, "ok")
+    assert row["rewarm"] == 1
     assert len(row["samples_us"]) == 2 and row["median_us"] > 0 and row["worst_error"] < 1e-4
 
 
@@ -184,6 +185,15 @@ def test_modes_that_start_alike_share_a_launch_each_with_its_own_checked_row(tmp
     refused = subprocess.run([sys.executable, "-m", "grace.tp", "--workload", "ST", "--mode", "pt2-cg,grace",
                               "--out", str(out)], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert refused.returncode == 2 and "different switches" in refused.stderr
+
+
+def test_a_negative_rewarm_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from grace.tp.__main__ import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--workload", "ST", "--mode", "eager", "--out", "rows.jsonl", "--rewarm", "-1"])
+    assert "--rewarm must be at least 0, not -1" in capsys.readouterr().err
+    assert parse_args(["--workload", "ST", "--mode", "eager", "--out", "rows.jsonl"]).rewarm == 2
 
 
 def test_a_mode_started_without_its_switches_is_refused() -> None:

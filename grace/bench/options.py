@@ -24,11 +24,12 @@ class WorkerOptions:
     check_after: bool = True  # outputs kept and checked after a chunk's samples, not between them
     layers: bool = False  # after each timed sample, one more iteration's host time split by layer
     distinct_inputs: int = 0  # timed samples cycle over this many inputs, warmed up first (0: each its own)
+    rewarm_ms: int = 20  # untimed iterations before each round's timed samples, for at least this long
 
     def __post_init__(self) -> None:
-        if self.warmup < 0 or self.coverage < 0 or self.distinct_inputs < 0:
-            raise ValueError(f"warmup, coverage and distinct inputs must be at least 0; got {self.warmup}, "
-                             f"{self.coverage} and {self.distinct_inputs}")
+        if self.warmup < 0 or self.coverage < 0 or self.distinct_inputs < 0 or self.rewarm_ms < 0:
+            raise ValueError(f"warmup, coverage, distinct inputs and rewarm milliseconds must be at least 0; got "
+                             f"{self.warmup}, {self.coverage}, {self.distinct_inputs} and {self.rewarm_ms}")
         if self.inner < 1:
             raise ValueError(f"--inner must be at least 1, not {self.inner}")
         if self.distinct_inputs == 1:
@@ -75,6 +76,11 @@ FLAGS: dict[str, str] = {
                        "and stale data shows), each of which the warm-up runs four times first, as TorchBench "
                        "times the same example input over and over (for workloads whose shapes follow their "
                        "data: every new input would record new graphs on the clock); 0: every sample its own",
+    "rewarm_ms": "before each round's timed samples, untimed iterations on a warm-up input for at least this "
+                 "many milliseconds (and at least two): a worker sleeps while the other modes take their turn, "
+                 "and its first iterations after that ran 1.5 to 3 times as long as the rest of the round "
+                 "(micro-mlp16 under PT2-CG: 685, 302, 215, 203, 197 us), which decided the median of a "
+                 "five-sample round; 0: none",
     "check_after": "keep a copy of each timed sample's output and check them all after the chunk's samples are "
                    "timed, so that no eager forward runs between two timed samples: one between them cost "
                    "ALNET's next call 12%% under PT2-CG, caches cold (the copies stay on the device: off for "

@@ -7,7 +7,10 @@ another; their rows say so, since compile times then overlap; a workload's confi
 them a few at a time instead, :class:`grace.bench.targets.Target`). Then it runs rounds: in
 round ``r`` every live worker times the same ``chunk`` input samples, the order of modes
 rotating from round to round, so drift (clocks, temperature, other tenants) hits all modes alike
-and the ``r``-th samples of two modes are a fair pair. A worker that crashes, or outlives the
+and the ``r``-th samples of two modes are a fair pair. Before its timed samples in a round, each
+worker runs untimed iterations for ``rewarm_ms`` (at least two): it slept while the others took
+their turn on the same core, and without them the first samples of each round ran up to three
+times as long as the rest. A worker that crashes, or outlives the
 per-case timeout, is killed and becomes an error row with the reason and its log's tail; the
 others go on. Runners that share a GPU (shards run side by side to overlap their compilations)
 pass the same ``timing_lock``: a workload's timed rounds then hold it, so no two shards time at

@@ -10,9 +10,13 @@ Every rank builds the workload from the same seed, keeps an unsharded eager copy
 model with its plan (:mod:`grace.tp.plans`), compiles it in each mode, and runs ``--warmup``
 iterations per mode, then ``--repeat`` rounds on fresh inputs in which every mode runs once,
 in rotating order; each iteration is timed between a barrier and the device's synchronisation
-on every rank, the slowest rank's time being the iteration's. Every timed output is compared
-with the unsharded eager model's on the same input. Rank 0 appends one JSON row per mode to
-``--out``: workload, tp, mode, status, the median and p10/p90 in microseconds, the samples.
+on every rank, the slowest rank's time being the iteration's. Before it, ``--rewarm`` untimed
+iterations of the same mode on an input of their own: the eager reference and the other modes
+ran since the mode's last call, and the first call after them runs cold (up to three times a
+warm call's time in the single-GPU benchmark's rounds, ``grace.bench.worker.Case.rewarm``).
+Every timed output is compared with the unsharded eager model's on the same input. Rank 0
+appends one JSON row per mode to ``--out``: workload, tp, mode, status, the median and p10/p90
+in microseconds, the samples.
 
 A mode's switches are read at interpreter start, so only modes that start with the same
 environment share a ``torchrun`` (PT2-NoCG and PT2-CG do; GraCE does not): ``--groups`` says
@@ -50,6 +54,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=None, help="default: the workload's")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--rewarm", type=int, default=2, metavar="N",
+                   help="untimed iterations of a mode, on an input no timed one uses, before each of its timed ones")
     p.add_argument("--device", default="cuda", help="cuda (NCCL) or cpu (gloo, for tests)")
     p.add_argument("--size", default="full", choices=SIZES)
     p.add_argument("--round", type=int, default=1, help="which round of an interleaved sweep (in the row)")
@@ -62,6 +68,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tp", type=int, help="the launch's degree (with --lost-launch)")
     p.add_argument("--log", type=Path, help="the launch's log (with --lost-launch)")
     args = p.parse_args(argv)
+    if args.rewarm < 0:
+        p.error(f"--rewarm must be at least 0, not {args.rewarm}")
     if args.lost_launch is not None and args.tp is None:
         p.error("--lost-launch needs --tp")
     if args.env is None and args.groups is None:
@@ -132,18 +140,22 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         dist.barrier()
 
     rows = {m: {"workload": args.workload, "tp": world, "mode": m, "round": args.round, "device": args.device,
-                "batch_size": batch, "size": args.size, "status": "error", "error": None} for m in args.modes}
+                "batch_size": batch, "size": args.size, "rewarm": args.rewarm, "status": "error", "error": None}
+            for m in args.modes}
     samples: dict[str, list[float]] = {m: [] for m in args.modes}
     worst = dict.fromkeys(args.modes, 0.0)
     with torch.no_grad():
         for m in args.modes:
             for i in range(args.warmup):
                 fns[m](*wl.inputs(model, 10_000 + i, device, batch, args.size))
+        rewarm_inputs = wl.inputs(model, 20_000, device, batch, args.size)
         for s in range(args.repeat):
             inputs = wl.inputs(model, s, device, batch, args.size)
             expected = reference(*inputs)
             for k in range(len(args.modes)):  # every mode once, in rotating order
                 m = args.modes[(s + k) % len(args.modes)]
+                for _ in range(args.rewarm):
+                    fns[m](*rewarm_inputs)
                 sync()
                 t = time.perf_counter()
                 out = fns[m](*inputs)
