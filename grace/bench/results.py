@@ -47,6 +47,11 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
         f.write(json.dumps(row, sort_keys=True) + "\n")
 
 
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``rows.jsonl`` file (``path``), blank lines skipped."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def note_attempt(path: Path, workload: str, event: str) -> None:
     """Record that ``workload`` ``started`` or ``finished`` (its rows written) in this run. A
     start without its finish is a workload whose runner was killed mid-way (a call's deadline)."""

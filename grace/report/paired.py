@@ -15,13 +15,12 @@ Diagnostic of one run, written from its raw rows: nothing is edited or kept.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from grace.bench.results import measured_together
+from grace.bench.results import measured_together, read_rows
 from grace.stats import median_ratio_interval, paired_ratios, percentile
 
 
@@ -72,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.rows.is_file():
         print(f"grace.report.paired: no rows at {args.rows}", file=sys.stderr)
         return 2
-    rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line.strip()]
+    rows = read_rows(args.rows)
     results = paired(rows, args.baseline)
     if not results:
         print(f"grace.report.paired: no mode beside {args.baseline!r} with samples in {args.rows}", file=sys.stderr)

@@ -12,13 +12,14 @@ rounds were warm. Diagnostic of one run, written from its raw rows: nothing is e
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+from grace.bench.results import read_rows
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.rows.is_file():
         print(f"no rows at {args.rows}", file=sys.stderr)
         return 2
-    rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line.strip()]
-    found = [p for p in map(round_places, rows) if p is not None]
+    found = [p for p in map(round_places, read_rows(args.rows)) if p is not None]
     if not found:
         print(f"no row of {args.rows} says how many rounds it timed", file=sys.stderr)
         return 1
