@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,3 +14,11 @@ def mean_call_us(call: Callable[..., Any], calls: int, *args: Any) -> float:
     for _ in range(calls):
         call(*args)
     return (time.perf_counter_ns() - start) / calls / 1e3
+
+
+def rounds_parser(doc: str, rounds: int, calls: int) -> argparse.ArgumentParser:
+    """A probe's command line: its docstring's first line, ``--rounds`` of ``--calls`` calls."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--calls", type=int, default=calls)
+    return parser

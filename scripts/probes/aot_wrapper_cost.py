@@ -12,12 +12,11 @@ call, and the paired difference's median with its 10th and 90th percentiles.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from unittest import mock
 
 import torch
-from _timing import mean_call_us
+from _timing import mean_call_us, rounds_parser
 
 
 def stock_copy(x: torch.Tensor) -> torch.Tensor:
@@ -29,9 +28,7 @@ def lean_copy(x: torch.Tensor) -> torch.Tensor:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=41)
-    parser.add_argument("--calls", type=int, default=2000)
+    parser = rounds_parser(__doc__, rounds=41, calls=2000)
     args = parser.parse_args()
     import grace.lean.aot_runtime as aot_runtime
 

@@ -19,14 +19,13 @@ minus the eager call is what AOTAutograd's wrappers and the backend call add.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from _timing import mean_call_us
+from _timing import mean_call_us, rounds_parser
 
 
 def f(x: torch.Tensor) -> torch.Tensor:
@@ -50,9 +49,7 @@ def only_entry(fn: Callable) -> tuple[Any, types.FunctionType]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser = rounds_parser(__doc__, rounds=7, calls=3000)
     args = parser.parse_args()
     torch.set_num_threads(1)
     compiled = torch.compile(f, backend="aot_eager")

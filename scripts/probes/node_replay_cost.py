@@ -13,14 +13,13 @@ resetting their backward hooks. Medians of ``--rounds`` rounds of ``--calls`` ca
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from _timing import mean_call_us
+from _timing import mean_call_us, rounds_parser
 
 
 def median_us(call: Callable[[], Any], rounds: int, calls: int) -> float:
@@ -28,9 +27,7 @@ def median_us(call: Callable[[], Any], rounds: int, calls: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--calls", type=int, default=20000)
+    parser = rounds_parser(__doc__, rounds=9, calls=20000)
     args = parser.parse_args()
     import torch._dynamo  # noqa: F401  (before the tree's module: stock's import order)
     from torch._inductor.cudagraph_trees import CUDAGraphNode, UnaliasedStorage

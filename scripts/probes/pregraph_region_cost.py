@@ -11,12 +11,12 @@ per-call mean over the rounds, and how often each frame's bytecode enters the re
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
+from _timing import rounds_parser
 
 
 def fresh_function() -> Callable[[torch.Tensor], torch.Tensor]:
@@ -49,10 +49,8 @@ def region_calls(compiled: Callable, x: torch.Tensor) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = rounds_parser(__doc__, rounds=21, calls=3000)
     parser.add_argument("--backend", default="inductor")
-    parser.add_argument("--calls", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=21)
     args = parser.parse_args()
 
     import grace.config
