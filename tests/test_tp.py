@@ -193,7 +193,7 @@ def test_a_negative_rewarm_is_refused(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         parse_args(["--workload", "ST", "--mode", "eager", "--out", "rows.jsonl", "--rewarm", "-1"])
     assert "--rewarm must be at least 0, not -1" in capsys.readouterr().err
-    assert parse_args(["--workload", "ST", "--mode", "eager", "--out", "rows.jsonl"]).rewarm == 2
+    assert parse_args(["--workload", "ST", "--mode", "eager", "--out", "rows.jsonl"]).rewarm == 1
 
 
 def test_a_mode_started_without_its_switches_is_refused() -> None:

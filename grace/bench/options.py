@@ -77,7 +77,7 @@ FLAGS: dict[str, str] = {
                        "times the same example input over and over (for workloads whose shapes follow their "
                        "data: every new input would record new graphs on the clock); 0: every sample its own",
     "rewarm_ms": "before each round's timed samples, untimed iterations on a warm-up input for at least this "
-                 "many milliseconds (and at least two): a worker sleeps while the other modes take their turn, "
+                 "many milliseconds (and at least one): a worker sleeps while the other modes take their turn, "
                  "and its first iterations after that ran 1.5 to 3 times as long as the rest of the round "
                  "(micro-mlp16 under PT2-CG: 685, 302, 215, 203, 197 us), which decided the median of a "
                  "five-sample round; 0: none",

@@ -8,7 +8,7 @@ them a few at a time instead, :class:`grace.bench.targets.Target`). Then it runs
 round ``r`` every live worker times the same ``chunk`` input samples, the order of modes
 rotating from round to round, so drift (clocks, temperature, other tenants) hits all modes alike
 and the ``r``-th samples of two modes are a fair pair. Before its timed samples in a round, each
-worker runs untimed iterations for ``rewarm_ms`` (at least two): it slept while the others took
+worker runs untimed iterations for ``rewarm_ms`` (at least one): it slept while the others took
 their turn on the same core, and without them the first samples of each round ran up to three
 times as long as the rest. A worker that crashes, or outlives the
 per-case timeout, is killed and becomes an error row with the reason and its log's tail; the

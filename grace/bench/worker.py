@@ -51,7 +51,8 @@ from grace.bench.workloads import SIZES, Workload, get
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
 COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
-REWARM_MIN_ITERATIONS = 2  # Case.rewarm's least, whatever its time
+REWARM_MIN_ITERATIONS = 1  # Case.rewarm's least, whatever its time: the cold first sample of a round
+# weighs least where an iteration is long (DR-T's 7 ms: 2%), and XLNET-T's takes 270 ms
 REWARM_MAX_ITERATIONS = 1000  # and its most, whatever its time
 MAX_SLEEP_CYCLES = 1 << 27  # gpu_timed's longest head start for the host, about 80 ms
 RNG_SEED_BASE = 7_000_000  # stochastic workloads' per-sample seeds, apart from the weights' seed 0

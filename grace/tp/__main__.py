@@ -54,7 +54,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=None, help="default: the workload's")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeat", type=int, default=50)
-    p.add_argument("--rewarm", type=int, default=2, metavar="N",
+    p.add_argument("--rewarm", type=int, default=1, metavar="N",
                    help="untimed iterations of a mode, on an input no timed one uses, before each of its timed ones")
     p.add_argument("--device", default="cuda", help="cuda (NCCL) or cpu (gloo, for tests)")
     p.add_argument("--size", default="full", choices=SIZES)
