@@ -844,6 +844,25 @@ def test_cli_rejects_retry_without_resume_and_unknown_statuses() -> None:
     assert main(["--workloads", "micro-mlp2", "--retry", "error"]) == 2
     assert main(["--workloads", "micro-mlp2", "--resume", "--run-id", "x", "--retry", "oom"]) == 2
 
+
+def test_a_run_id_or_experiment_that_is_not_a_plain_name_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A separator in a run id would write the run outside results/raw (``/x``: at the file
+    system's root), a leading dot hide it: refused before anything is made."""
+    from grace.bench import results
+    from grace.bench.__main__ import main
+
+    outside = tmp_path / "outside"
+    for bad in (str(outside), "../up", ".hidden", "a/b", ""):
+        assert main(["--device", "cpu", "--workloads", "micro-mlp2", "--modes", "eager", "--run-id", bad]) == 2
+        assert "is not a plain name" in capsys.readouterr().err
+        with pytest.raises(ValueError, match="not a plain name"):
+            results.run_dir("cpu_test", bad, tmp_path)
+    assert main(["--device", "cpu", "--workloads", "micro-mlp2", "--experiment", "a/b"]) == 2
+    assert not outside.exists() and not (tmp_path / "raw").exists()
+    assert results.run_dir("cpu_test", "20261129-s38.cpu_1", tmp_path).is_dir()
+
+
 def test_cli_without_gpu_says_so_in_one_line() -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{w.name:<24} {w.suite:<12} {w.kind:<10} batch {w.batch_size:<8} {w.idiom}")
         return 0
     try:
+        results.check_name("--experiment", args.experiment)
+        if args.run_id is not None:
+            results.check_name("--run-id", args.run_id)
         modes = parse_modes(args.modes, dict(parse_tree(t) for t in args.tree))
         targets = resolve(args.workloads)
         if args.resume:

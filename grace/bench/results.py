@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import secrets
 import shlex
 import shutil
@@ -35,8 +36,21 @@ def new_run_id() -> str:
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_name(what: str, name: str) -> str:
+    """``name`` if it is a plain folder name (letters, digits, ``.``, ``_``, ``-``, not starting
+    with a dot), which a run's experiment and id must be: a separator would put the run's files
+    outside ``results/raw`` (``/x`` at the file system's root), a leading dot hide them."""
+    if not _PLAIN_NAME.fullmatch(name):
+        raise ValueError(f"{what} {name!r} is not a plain name: letters, digits, '.', '_' and '-', "
+                         "not starting with '.' or '-'")
+    return name
+
+
 def run_dir(experiment: str, run_id: str, results: Path = RESULTS_DIR) -> Path:
-    path = results / "raw" / experiment / run_id
+    path = results / "raw" / check_name("experiment", experiment) / check_name("run id", run_id)
     (path / "logs").mkdir(parents=True, exist_ok=True)
     return path
 
