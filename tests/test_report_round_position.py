@@ -39,3 +39,9 @@ def test_the_command_prints_each_rows_places_and_refuses_what_it_cannot_read(
     rows.write_text(json.dumps(_row([20, 10], rounds=None)) + "\n")
     assert main([str(rows)]) == 1
     assert "says how many rounds" in capsys.readouterr().err
+    rows.write_text(json.dumps(_row([20, 10], rounds=1)) + "\n{cut off\n")
+    assert main([str(rows)]) == 2
+    assert f"{rows}:2: not a JSON row" in capsys.readouterr().err
+    rows.write_text("[1, 2]\n")
+    assert main([str(rows)]) == 2
+    assert f"{rows}:1: not a JSON object" in capsys.readouterr().err

@@ -62,8 +62,20 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a ``rows.jsonl`` file (``path``), blank lines skipped."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The rows of a ``rows.jsonl`` file (``path``), blank lines skipped; ValueError naming the
+    line where one is not a JSON object."""
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{number}: not a JSON row ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object")
+        rows.append(row)
+    return rows
 
 
 def note_attempt(path: Path, workload: str, event: str) -> None:

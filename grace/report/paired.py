@@ -71,7 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.rows.is_file():
         print(f"grace.report.paired: no rows at {args.rows}", file=sys.stderr)
         return 2
-    rows = read_rows(args.rows)
+    try:
+        rows = read_rows(args.rows)
+    except ValueError as e:
+        print(f"grace.report.paired: {e}", file=sys.stderr)
+        return 2
     results = paired(rows, args.baseline)
     if not results:
         print(f"grace.report.paired: no mode beside {args.baseline!r} with samples in {args.rows}", file=sys.stderr)

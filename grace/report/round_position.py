@@ -55,7 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.rows.is_file():
         print(f"no rows at {args.rows}", file=sys.stderr)
         return 2
-    found = [p for p in map(round_places, read_rows(args.rows)) if p is not None]
+    try:
+        rows = read_rows(args.rows)
+    except ValueError as e:
+        print(f"grace.report.round_position: {e}", file=sys.stderr)
+        return 2
+    found = [p for p in map(round_places, rows) if p is not None]
     if not found:
         print(f"no row of {args.rows} says how many rounds it timed", file=sys.stderr)
         return 1
