@@ -36,6 +36,7 @@ def test_the_command_prints_each_rows_places_and_refuses_what_it_cannot_read(
     out = capsys.readouterr().out
     assert "place 3" in out and "2.10" in out
     assert main([str(tmp_path / "missing.jsonl")]) == 2
+    assert "no rows at" in capsys.readouterr().err
     rows.write_text(json.dumps(_row([20, 10], rounds=None)) + "\n")
     assert main([str(rows)]) == 1
     assert "says how many rounds" in capsys.readouterr().err

@@ -62,8 +62,10 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a ``rows.jsonl`` file (``path``), blank lines skipped; ValueError naming the
-    line where one is not a JSON object."""
+    """The rows of a ``rows.jsonl`` file (``path``), blank lines skipped; ValueError where there
+    is no such file, or naming the line where one is not a JSON object."""
+    if not path.is_file():
+        raise ValueError(f"no rows at {path}")
     rows = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():

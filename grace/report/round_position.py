@@ -52,9 +52,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", type=Path, help="a run's rows.jsonl")
     args = parser.parse_args(argv)
-    if not args.rows.is_file():
-        print(f"no rows at {args.rows}", file=sys.stderr)
-        return 2
     try:
         rows = read_rows(args.rows)
     except ValueError as e:
