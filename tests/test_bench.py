@@ -556,6 +556,44 @@ def test_a_workload_short_of_time_writes_its_rows_with_fewer_rounds(tmp_path: Pa
     assert whole[0]["rounds"] == {"timed": MIN_ROUNDS + 2, "planned": MIN_ROUNDS + 2}
 
 
+def test_every_worker_is_told_to_finish_before_any_is_waited_on(tmp_path: Path) -> None:
+    """DALLE2's five compiled modes timed their rounds within --end-after and were still finishing,
+    one after another, when the call's deadline killed them: no row. Told to finish together, the
+    modes' summaries and exits overlap; a worker that fails to finish becomes its own error row."""
+    from grace.bench import runner
+
+    events: list[tuple[str, str]] = []
+
+    class Recording(runner.Worker):
+        def send(self, message: dict[str, Any]) -> None:
+            events.append(("send " + message["cmd"], self.mode.name))
+
+        def receive(self, expected: str) -> dict[str, Any]:
+            events.append(("receive " + expected, self.mode.name))
+            if self.mode.name == "grace":
+                raise runner.WorkerFailed("worker exited (exit code -9)")
+            return {"event": "summary", "check": {"ok": True}}
+
+    def worker(mode: str) -> runner.Worker:
+        return Recording(mode=MODES[mode], process=types.SimpleNamespace(wait=lambda timeout: 0),
+                         log_path=tmp_path / f"{mode}.log", deadline=time.monotonic() + 60,
+                         row={"workload": "micro-mlp2", "mode": mode}, samples=[10.0, 11.0])
+
+    live = [worker(m) for m in ("pt2-nocg", "pt2-cg", "grace")]
+    failed: list[tuple[str, str]] = []
+
+    def fail(w: runner.Worker, reason: str) -> None:
+        failed.append((w.mode.name, reason))
+        live.remove(w)
+
+    rows = runner._finish_all(live, fail)
+    assert [e for e, _ in events[:3]] == ["send finish"] * 3
+    assert [e for e, _ in events[3:]] == ["receive summary"] * 3
+    assert [(r["mode"], r["status"]) for r in rows] == [("pt2-nocg", "ok"), ("pt2-cg", "ok")]
+    assert all(r["finish_s"] >= 0 and r["iter_us"]["median"] == 10.5 for r in rows)
+    assert failed == [("grace", "worker exited (exit code -9)")] and live == []
+
+
 @pytest.mark.slow
 def test_failures_become_rows_and_the_run_goes_on(tmp_path: Path, faulty: None) -> None:
     rows = _run(tmp_path, ["test-crash", "test-segfault", "test-drift", "test-hang", "test-train"], "pt2-nocg",

@@ -43,7 +43,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from grace.bench import results
 from grace.bench.modes import Mode
@@ -375,19 +375,37 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
             longest = max(longest, time.monotonic() - round_begun)
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
 
-    for worker in list(live):
+    for worker in live:
         worker.row["rounds"] = {"timed": timed, "planned": len(rounds)}
+    done.extend(_finish_all(live, fail))
+    order = {m.name: i for i, m in enumerate(modes)}
+    return sorted(done, key=lambda row: order[row["mode"]])
+
+
+def _finish_all(live: list[Worker], fail: Callable[[Worker, str], None]) -> list[dict[str, Any]]:
+    """Every live worker's finished row. Each is told to finish before any is waited on: a
+    worker's summary and exit take seconds to tens of seconds on a large model (its process's
+    teardown), which ``--end-after`` must budget for once, not once per mode. A worker that fails
+    here goes through ``fail``, which takes it out of ``live``."""
+    begun = time.monotonic()
+    for worker in list(live):
         try:
             worker.send({"cmd": "finish"})
+        except WorkerFailed as e:
+            fail(worker, str(e))
+    rows = []
+    for worker in list(live):
+        try:
             summary_msg = worker.receive("summary")
             worker.process.wait(timeout=60)
         except (WorkerFailed, subprocess.TimeoutExpired) as e:
             fail(worker, str(e))
             continue
-        done.append(_finish_row(worker, summary_msg))
+        row = _finish_row(worker, summary_msg)
+        row["finish_s"] = round(time.monotonic() - begun, 1)  # from the finish requests to its exit
+        rows.append(row)
         live.remove(worker)
-    order = {m.name: i for i, m in enumerate(modes)}
-    return sorted(done, key=lambda row: order[row["mode"]])
+    return rows
 
 
 @contextlib.contextmanager
