@@ -14,7 +14,9 @@
 # STOP_AFTER starts no new workload after that many seconds, so one call of a machine lent for
 # ten minutes ends in time; the next call with the same RUN_ID goes on. END_AFTER has every
 # workload write its rows within that many seconds, with fewer rounds (at least 4) where need
-# be. SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress,
+# be. WALLS_FROM=EXPERIMENT/RUN (an earlier run of these workloads) then starts, after a call's
+# first workload, only those whose wall time there fits before END_AFTER, the others waiting for
+# a later call (grace.bench.walls). SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress,
 # with the time left, is printed as workloads finish. WORKLOADS=micro runs the eight
 # micro-workloads only (minutes). Extra arguments go to `python -m grace.bench`. On a machine
 # of several GPUs, without SHARD or SHARDS, each visible GPU runs its own shard side by side
@@ -43,6 +45,7 @@ fi
 stop=()
 [ -n "${STOP_AFTER:-}" ] && stop=(--stop-after "$STOP_AFTER")
 [ -n "${END_AFTER:-}" ] && stop+=(--end-after "$END_AFTER")
+[ -n "${WALLS_FROM:-}" ] && stop+=(--walls-from "$WALLS_FROM")
 if [ -n "${SHARD:-}" ]; then
   shards=("$SHARD")
 else

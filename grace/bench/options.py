@@ -25,11 +25,13 @@ class WorkerOptions:
     layers: bool = False  # after each timed sample, one more iteration's host time split by layer
     distinct_inputs: int = 0  # timed samples cycle over this many inputs, warmed up first (0: each its own)
     rewarm_ms: int = 20  # untimed iterations before each round's timed samples, for at least this long
+    lead_in_below_us: int = 10_000  # one untimed iteration right before each timed sample shorter than this
 
     def __post_init__(self) -> None:
-        if self.warmup < 0 or self.coverage < 0 or self.distinct_inputs < 0 or self.rewarm_ms < 0:
-            raise ValueError(f"warmup, coverage, distinct inputs and rewarm milliseconds must be at least 0; got "
-                             f"{self.warmup}, {self.coverage}, {self.distinct_inputs} and {self.rewarm_ms}")
+        if min(self.warmup, self.coverage, self.distinct_inputs, self.rewarm_ms, self.lead_in_below_us) < 0:
+            raise ValueError(f"warmup, coverage, distinct inputs, rewarm milliseconds and the lead-in's bound must be "
+                             f"at least 0; got {self.warmup}, {self.coverage}, {self.distinct_inputs}, "
+                             f"{self.rewarm_ms} and {self.lead_in_below_us}")
         if self.inner < 1:
             raise ValueError(f"--inner must be at least 1, not {self.inner}")
         if self.distinct_inputs == 1:
@@ -81,6 +83,12 @@ FLAGS: dict[str, str] = {
                  "and its first iterations after that ran 1.5 to 3 times as long as the rest of the round "
                  "(micro-mlp16 under PT2-CG: 685, 302, 215, 203, 197 us), which decided the median of a "
                  "five-sample round; 0: none",
+    "lead_in_below_us": "one untimed iteration right before each timed sample, on an input no timed sample next to "
+                        "it uses, while the workload's last timed iteration took less than this many microseconds "
+                        "(and before the first): a host-bound call after any pause in the loop (an output copied, "
+                        "the next input made, the host idle) ran up to 40%% longer than right after the same call "
+                        "(micro-eos under PT2-NoCG: 105 us after an iteration, 130 to 186 us after a pause; "
+                        "scripts/probes/round_place_cause.py), where a long iteration pays no such share; 0: never",
     "check_after": "keep a copy of each timed sample's output and check them all after the chunk's samples are "
                    "timed, so that no eager forward runs between two timed samples: one between them cost "
                    "ALNET's next call 12%% under PT2-CG, caches cold (the copies stay on the device: off for "

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from grace.bench import results
+from grace.bench import results, walls
 from grace.bench.modes import Mode
 from grace.bench.options import WorkerOptions
 from grace.bench.progress import Progress
@@ -102,6 +102,10 @@ class Settings:
     compile_together: bool = _flag(
         False, "--compile-together", "start every mode's worker at once, so their compilations overlap (for "
         "workloads whose compiles do not fit a shard one after another)")
+    walls_from: str | None = _flag(
+        None, "--walls-from", "EXPERIMENT/RUN of an earlier run of these workloads: with --end-after, a workload "
+        "whose wall time there (scaled by grace.bench.walls.MARGIN) exceeds the time left is left for a later "
+        "call and the next one that fits starts instead (the first of a call always starts)", metavar="EXP/RUN")
     worker: WorkerOptions = WorkerOptions()  # how each worker times (warm-up, inner, coverage, ...)
     results_dir: Path = results.RESULTS_DIR
 
@@ -539,20 +543,31 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
         prepare_tree(mode)
     progress = Progress(sum(len(modes_for(t, modes)) + len(_rounds(settings_for(settings, t).repeat, settings.chunk))
                             for t in targets))
+    expected = walls.read(settings.walls_from, settings.results_dir) if settings.walls_from else {}
     started = time.monotonic()
+    end_by = None if settings.end_after_s is None else started + settings.end_after_s
+    ran, late, wont_fit = 0, [], []  # workloads started by this call; not started, and why
     with stop_on_sigterm(), tempfile.TemporaryDirectory(prefix="grace-bench-") as scratch:
-        for n, target in enumerate(targets):
-            late = settings.stop_after_s is not None and time.monotonic() - started > settings.stop_after_s
-            if n > 0 and late:
-                left = ", ".join(t.workload.name for t in targets[n:])
-                log.warning("stopping after %.0f s (--stop-after); not started: %s (rerun with --resume)",
-                            time.monotonic() - started, left)
-                break
-            results.note_attempt(out_dir, target.workload.name, "started")
-            end_by = None if settings.end_after_s is None else started + settings.end_after_s
+        for target in targets:
+            name, now = target.workload.name, time.monotonic()
+            known = end_by is not None and name in expected  # else --stop-after decides
+            if ran and known and not walls.fits(expected[name], end_by - now):
+                wont_fit.append(f"{name} ({expected[name]:.0f} s before, {end_by - now:.0f} s left)")
+                continue
+            if ran and not known and settings.stop_after_s is not None and now - started > settings.stop_after_s:
+                late.append(name)
+                continue
+            results.note_attempt(out_dir, name, "started")
             for row in run_target(settings, target, modes_for(target, modes), out_dir, Path(scratch), progress,
                                   end_by):
                 results.append_row(out_dir, row)
-            results.note_attempt(out_dir, target.workload.name, "finished")
+            results.note_attempt(out_dir, name, "finished")
+            ran += 1
+    if late:
+        log.warning("stopping after %.0f s (--stop-after); not started: %s (rerun with --resume)",
+                    settings.stop_after_s, ", ".join(late))
+    if wont_fit:
+        log.warning("left for a later call, their wall time in %s not fitting before --end-after: %s "
+                    "(rerun with --resume)", settings.walls_from, ", ".join(wont_fit))
     results.mark_latest(settings.experiment, settings.run_id, settings.results_dir)
     return out_dir

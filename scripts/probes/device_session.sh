@@ -251,9 +251,11 @@ case "$STAGE" in
     # every mode's worker compiles at once (--compile-together): DALLE2 and TEFD compile for about five minutes a
     # mode, too long one mode after another in a ten-minute call; the rows' compile times then overlap (Figure 13
     # wants a run without it), but for the memory-bound workloads, whose config lines start them a few at a time
-    # (configs/workloads_single_gpu_25.txt); those marked first (DALLE2, TEFD, XLNET-T) start a call; no workload
-    # starts in the last four minutes, each writes its rows before the deadline with fewer rounds where need
-    # be (at least 4), and a workload the deadline still cuts runs again after the others
+    # (configs/workloads_single_gpu_25.txt); those marked first (DALLE2, TEFD, XLNET-T) start a call; after a call's
+    # first, a workload starts only where its wall time in WALLS_FROM (default the s25 sweep; empty: none) fits
+    # before the deadline, one that run lacks not in the last four minutes; each writes its rows before the
+    # deadline with fewer rounds where need be (at least 4), and a workload the deadline still cuts runs again
+    # after the others
     # With TRUN, the CUDA tests named in TESTS run on the first GPU, one file after another, and the sweep on the others.
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     if [ -n "${TRUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
@@ -265,7 +267,8 @@ case "$STAGE" in
     fi
     # shellcheck disable=SC2086
     CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) \
-      END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
+      END_AFTER=$(( $(left) - 25 )) WALLS_FROM=${WALLS_FROM-single_gpu/20261127-s25-sweep} \
+      bash scripts/run_single_gpu_experiments.sh \
       ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
     wait
     ;;
