@@ -20,10 +20,11 @@
 #        cuDNN's TF32 off (the benchmark's) and on, and the benchmark pinned and unpinned; the smoke test on a third GPU,
 #        then the host's CPU readings of scripts/probes/pregraph_region_cost.py and frame_params_cpu.py (LEAN_ONLY:
 #        the gain alone, for one GPU)
-#   STAGE=21 MRUN=<date>-map PRUN=<date> [TRUN=<date>-tests TESTS=pi_tree] T=<left> bash .diag/device_session.sh
+#   STAGE=21 MRUN=<date>-map PRUN=<date> [TRUN=<date>-tests TESTS=pi_tree] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
-#        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN
+#        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN; with SRUN, stage 23's sweep in what
+#        the map leaves of the call (more than five minutes)
 #   STAGE=23 SRUN=<date>-sweep [TRUN=<date>-tests TESTS="scg pi_tree"] T=<left> bash .diag/device_session.sh
 #        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
 #        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows; with TRUN,
@@ -86,7 +87,7 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain ) $( [ "$STAGE" = 17 ] || [ "$STAGE" = 21 ] && echo results/raw/harness_check ) \
     $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
        results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) \
-    $( [ "$STAGE" = 23 ] || [ "$STAGE" = 25 ] || [ "$STAGE" = 28 ] && echo results/raw/single_gpu/${SRUN:-none} ) \
+    $( [ -n "${SRUN:-}" ] && echo results/raw/single_gpu/${SRUN} ) \
     $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
     $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) \
     $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) \
@@ -132,6 +133,15 @@ harness_checks() {
     CUDA_VISIBLE_DEVICES=$1 timeout 150 "$PY" -m grace.bench --workloads ALNET --modes pt2-nocg,pt2-cg,grace --repeat 40 \
       --experiment harness_check --run-id "${PRUN}-harness-pin-$pin" --pin-cpu $pin > "$P/harness.bench.pin-$pin.log" 2>&1
   done
+}
+
+# the single-GPU sweep SRUN (stage 23's comment says how) on the GPUs $1 (comma-separated), for the time left
+sweep() {
+  # shellcheck disable=SC2086
+  CUDA_VISIBLE_DEVICES=$1 RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) \
+    END_AFTER=$(( $(left) - 25 )) WALLS_FROM=${WALLS_FROM-single_gpu/20261127-s25-sweep} \
+    bash scripts/run_single_gpu_experiments.sh \
+    ${SWEEP_ARGS:---gpu-time --compile-together} >> "$OUT/sweep.$STAGE.log" 2>&1
 }
 
 K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep,dropout,mutate_input  # every kind of the differential test
@@ -245,6 +255,8 @@ case "$STAGE" in
     fi
     CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
       bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
+    # with SRUN, the sweep goes on in what the map left of the call (a map that ended early: one GPU's calls are few)
+    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 300 ] && sweep "$(IFS=,; echo "${G[*]}")"
     wait
     ;;
   23)  # the single-GPU sweep (Figures 10, 11, the README's headline), resumable, a shard on each GPU
@@ -265,11 +277,7 @@ case "$STAGE" in
         done ) &
       G=("${G[@]:1}")
     fi
-    # shellcheck disable=SC2086
-    CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) \
-      END_AFTER=$(( $(left) - 25 )) WALLS_FROM=${WALLS_FROM-single_gpu/20261127-s25-sweep} \
-      bash scripts/run_single_gpu_experiments.sh \
-      ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+    sweep "$(IFS=,; echo "${G[*]}")"
     wait
     ;;
   25)  # a training step's extra host time under GraCE split by its parts: the benchmark with --layers in PT2-CG,
