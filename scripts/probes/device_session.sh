@@ -23,8 +23,8 @@
 #   STAGE=21 MRUN=<date>-map PRUN=<date> [TRUN=<date>-tests TESTS=pi_tree] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
-#        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN; with SRUN, stage 23's sweep in what
-#        the map leaves of the call (more than five minutes)
+#        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN (on one GPU, the tight loop alone,
+#        after the map); with SRUN, stage 23's sweep in what the map leaves of the call (more than five minutes)
 #   STAGE=23 SRUN=<date>-sweep [TRUN=<date>-tests TESTS="scg pi_tree"] T=<left> bash .diag/device_session.sh
 #        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
 #        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows; with TRUN,
@@ -122,9 +122,15 @@ upstream_lean_bg() {  # $1: seconds; stock and the -lean twins (run ULRUN), besi
 UP="results/raw/upstream_cudagraph_trees/${URUN:-none} results/processed/upstream_cudagraph_trees.csv results/processed/upstream_cudagraph_trees_differ.md"
 # on GPU $1, one process at a time: the harness against a tight loop of the same call (ALNET under PT2-CG), the loop
 # in the benchmark's arithmetic (cuDNN TF32 off) and in PyTorch's default; the benchmark with its timing thread pinned
-# (a core of its own, claimed) and unpinned
+# (a core of its own, claimed) and unpinned; with a second argument "loop", the tight loop in the benchmark's arithmetic
+# alone (on one GPU, against the map's or the sweep's ALNET row)
 harness_checks() {
   local P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+  if [ "${2:-}" = loop ]; then
+    CUDA_VISIBLE_DEVICES=$1 timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET \
+      > "$P/harness.replay_overhead.txt" 2>&1
+    return
+  fi
   for tf32 in "" --cudnn-tf32; do
     CUDA_VISIBLE_DEVICES=$1 timeout 150 "$PY" scripts/probes/replay_overhead.py --mode pt2-cg --workload ALNET $tf32 \
       > "$P/harness.replay_overhead${tf32:+.tf32}.txt" 2>&1
@@ -255,6 +261,8 @@ case "$STAGE" in
     fi
     CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
       bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
+    # on one GPU with PRUN, the harness's tight loop after the map (ALNET under PT2-CG, against the map's row)
+    [ -n "${PRUN:-}" ] && [ ${#G[@]} -eq 1 ] && [ "$(left)" -gt 200 ] && harness_checks "${G[0]}" loop
     # with SRUN, the sweep goes on in what the map left of the call (a map that ended early: one GPU's calls are few)
     [ -n "${SRUN:-}" ] && [ "$(left)" -gt 300 ] && sweep "$(IFS=,; echo "${G[*]}")"
     wait
