@@ -696,6 +696,10 @@ def test_a_call_starts_the_workloads_whose_earlier_wall_time_fits(tmp_path: Path
     ran = [json.loads(line)["workload"] for line in (out / "rows.jsonl").read_text().splitlines()]
     assert ran == ["micro-mlp2", "micro-ptr-1", "micro-eos"], "the first always; then what fits or is unknown"
     assert "micro-mlp16 (400 s before, 300 s left)" in caplog.text
+    strict = dataclasses.replace(settings, run_id="s", walls_strict=True)
+    out = run(strict, targets, parse_modes("eager"))
+    ran = [json.loads(line)["workload"] for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert ran == ["micro-ptr-1", "micro-eos"], "--walls-strict: not even the first, where it does not fit"
     with pytest.raises(ValueError, match="expected EXPERIMENT/RUN"):
         walls.read("before", tmp_path)
     with pytest.raises(ValueError, match="no run gone under"):
@@ -1329,7 +1333,7 @@ def test_runner_flags_are_declared_once_on_the_settings(tmp_path: Path) -> None:
     assert defaults == runner.Settings(run_id="r")
     flagged = [f.name for f in dataclasses.fields(runner.Settings) if "flag" in f.metadata]
     assert {"repeat", "chunk", "timeout_s", "experiment", "device", "size", "scg_cache", "timing_lock",
-            "stop_after_s", "end_after_s", "compile_together", "walls_from"} == set(flagged)
+            "stop_after_s", "end_after_s", "compile_together", "walls_from", "walls_strict"} == set(flagged)
     args = parser.parse_args(["--repeat", "7", "--timeout", "9.5", "--size", "tiny", "--scg-cache", "rel/cache",
                               "--end-after", "30", "--compile-together"])
     got = runner.Settings.from_args(args, run_id="r", pin_cpu=3)

@@ -105,7 +105,11 @@ class Settings:
     walls_from: str | None = _flag(
         None, "--walls-from", "EXPERIMENT/RUN of an earlier run of these workloads: with --end-after, a workload "
         "whose wall time there (scaled by grace.bench.walls.MARGIN) exceeds the time left is left for a later "
-        "call and the next one that fits starts instead (the first of a call always starts)", metavar="EXP/RUN")
+        "call and the next one that fits starts instead (the first of a call always starts, but with --walls-strict)",
+        metavar="EXP/RUN")
+    walls_strict: bool = _flag(
+        False, "--walls-strict", "with --walls-from, the call's first workload too starts only if it fits: for a "
+        "call that goes on with the sweep after other work, whose time left a later call would exceed")
     worker: WorkerOptions = WorkerOptions()  # how each worker times (warm-up, inner, coverage, ...)
     results_dir: Path = results.RESULTS_DIR
 
@@ -551,7 +555,7 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
         for target in targets:
             name, now = target.workload.name, time.monotonic()
             known = end_by is not None and name in expected  # else --stop-after decides
-            if ran and known and not walls.fits(expected[name], end_by - now):
+            if (ran or settings.walls_strict) and known and not walls.fits(expected[name], end_by - now):
                 wont_fit.append(f"{name} ({expected[name]:.0f} s before, {end_by - now:.0f} s left)")
                 continue
             if ran and not known and settings.stop_after_s is not None and now - started > settings.stop_after_s:

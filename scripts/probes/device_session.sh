@@ -24,7 +24,7 @@
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
 #        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN (on one GPU, the tight loop alone,
-#        after the map); with SRUN, stage 23's sweep in what the map leaves of the call (more than five minutes)
+#        after the map); with SRUN, stage 23's sweep in what the map leaves of the call, the workloads whose wall time fits
 #   STAGE=23 SRUN=<date>-sweep [TRUN=<date>-tests TESTS="scg pi_tree"] T=<left> bash .diag/device_session.sh
 #        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
 #        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows; with TRUN,
@@ -141,10 +141,11 @@ harness_checks() {
   done
 }
 
-# the single-GPU sweep SRUN (stage 23's comment says how) on the GPUs $1 (comma-separated), for the time left
+# the single-GPU sweep SRUN (stage 23's comment says how) on the GPUs $1 (comma-separated), for the time left; with
+# a second argument "strict", after other work: not even its first workload starts unless its wall time fits
 sweep() {
   # shellcheck disable=SC2086
-  CUDA_VISIBLE_DEVICES=$1 RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) \
+  CUDA_VISIBLE_DEVICES=$1 RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) WALLS_STRICT=${2:+1} \
     END_AFTER=$(( $(left) - 25 )) WALLS_FROM=${WALLS_FROM-single_gpu/20261127-s25-sweep} \
     bash scripts/run_single_gpu_experiments.sh \
     ${SWEEP_ARGS:---gpu-time --compile-together} >> "$OUT/sweep.$STAGE.log" 2>&1
@@ -264,7 +265,7 @@ case "$STAGE" in
     # on one GPU with PRUN, the harness's tight loop after the map (ALNET under PT2-CG, against the map's row)
     [ -n "${PRUN:-}" ] && [ ${#G[@]} -eq 1 ] && [ "$(left)" -gt 200 ] && harness_checks "${G[0]}" loop
     # with SRUN, the sweep goes on in what the map left of the call (a map that ended early: one GPU's calls are few)
-    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 300 ] && sweep "$(IFS=,; echo "${G[*]}")"
+    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 150 ] && sweep "$(IFS=,; echo "${G[*]}")" strict
     wait
     ;;
   23)  # the single-GPU sweep (Figures 10, 11, the README's headline), resumable, a shard on each GPU
