@@ -1164,7 +1164,7 @@ def test_a_short_timed_sample_follows_an_untimed_iteration_on_another_input() ->
 
     c, events = case(10_000)
     c.timed(0)
-    assert events == [("input", 0), ("input", worker.WARMUP_SAMPLE_BASE), ("step", -1), ("step", -1)]
+    assert events == [("input", worker.WARMUP_SAMPLE_BASE), ("step", -1), ("input", 0), ("step", -1)]
     c.last_timed_us = 20_000.0
     events.clear()
     c.timed(1)
@@ -1175,7 +1175,7 @@ def test_a_short_timed_sample_follows_an_untimed_iteration_on_another_input() ->
     c, events = case(10_000, distinct=2)
     c.timed(0)
     c.timed(1)
-    assert [s for e, s in events if e == "input"] == [0, 1, 1, 0], "the lead-in's input is never the sample's"
+    assert [s for e, s in events if e == "input"] == [1, 0, 0, 1], "the lead-in's input is never the sample's"
     with pytest.raises(ValueError, match="the lead-in's bound must be at least 0"):
         WorkerOptions(lead_in_below_us=-1)
 

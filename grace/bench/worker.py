@@ -242,16 +242,16 @@ class Case:
         overwritten by then): at once, or with ``check_after`` copied now and checked by
         :meth:`check_kept`, so that the next timed sample does not follow an eager forward.
         A stochastic workload seeds its RNG before each, on the clock. Where the last timed
-        iteration took less than ``lead_in_below_us``, one untimed iteration runs right before
-        the clock starts (:meth:`untimed_step`), as the previous iteration of a loop would: a
-        host-bound call after a pause, even of 200 us, ran up to 40% longer.
+        iteration took less than ``lead_in_below_us``, one untimed iteration runs before the
+        sample's inputs are made (:meth:`untimed_step`), as the previous iteration of a loop
+        would: a host-bound call after a pause, even of 200 us, ran up to 40% longer.
         """
         import torch
 
         samples = range(sample * inner, (sample + 1) * inner)
-        inputs = [self.inputs(s) for s in samples]
         if self.lead_in_below_us and (self.last_timed_us is None or self.last_timed_us < self.lead_in_below_us):
             self.untimed_step(avoid=samples[0])
+        inputs = [self.inputs(s) for s in samples]
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
         self.seed(samples[0])
