@@ -237,7 +237,8 @@ case "$STAGE" in
       CUDA_VISIBLE_DEVICES= timeout 300 "$PY" scripts/probes/frame_params_cpu.py --backend first-outputs --calls 1000 \
         --rounds 9 > "$P/frame_params.first-outputs.txt" 2>&1 ) &
     CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 20 )) "$PY" -m grace.bench --workloads ${LEAN_WORKLOADS:-EOS,DR-T,micro-mlp16,ALNET,micro-eos} \
-      --modes ${LEAN_MODES:-pt2-nocg,pt2-cg,grace-no-lean,grace} --repeat ${REPEAT_LEAN:-30} --experiment lean_gain --run-id "${PRUN}-lean" \
+      --modes ${LEAN_MODES:-pt2-nocg,pt2-cg,grace-no-lean,grace} --repeat ${REPEAT_LEAN:-30} --compile-together \
+      --experiment lean_gain --run-id "${PRUN}-lean" \
       > "$P/lean_gain.log" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline grace-no-lean > "$P/lean_gain.paired.txt" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline pt2-cg >> "$P/lean_gain.paired.txt" 2>&1
