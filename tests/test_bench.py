@@ -592,6 +592,10 @@ def test_every_worker_is_told_to_finish_before_any_is_waited_on(tmp_path: Path) 
     assert [(r["mode"], r["status"]) for r in rows] == [("pt2-nocg", "ok"), ("pt2-cg", "ok")]
     assert all(r["finish_s"] >= 0 and r["iter_us"]["median"] == 10.5 for r in rows)
     assert failed == [("grace", "worker exited (exit code -9)")] and live == []
+    events.clear()
+    live[:] = [worker(m) for m in ("pt2-nocg", "pt2-cg")]
+    runner._finish_all(live, fail, one_at_a_time=True)
+    assert [e for e, _ in events] == ["send finish", "receive summary"] * 2, "profiling modes that do not fit together"
 
 
 @pytest.mark.slow

@@ -385,24 +385,37 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
 
     for worker in live:
         worker.row["rounds"] = {"timed": timed, "planned": len(rounds)}
-    done.extend(_finish_all(live, fail))
+    # profiled iterations of a workload whose modes do not fit on the GPU together, one mode at a time
+    done.extend(_finish_all(live, fail, one_at_a_time=settings.worker.release_memory and settings.worker.coverage > 0))
     order = {m.name: i for i, m in enumerate(modes)}
     return sorted(done, key=lambda row: order[row["mode"]])
 
 
-def _finish_all(live: list[Worker], fail: Callable[[Worker, str], None]) -> list[dict[str, Any]]:
+def _finish_all(live: list[Worker], fail: Callable[[Worker, str], None],
+                one_at_a_time: bool = False) -> list[dict[str, Any]]:
     """Every live worker's finished row. Each is told to finish before any is waited on: a
     worker's summary and exit take seconds to tens of seconds on a large model (its process's
-    teardown), which ``--end-after`` must budget for once, not once per mode. A worker that fails
-    here goes through ``fail``, which takes it out of ``live``."""
+    teardown), which ``--end-after`` must budget for once, not once per mode. With
+    ``one_at_a_time`` (a summary that runs the model, ``--coverage``, where the modes do not fit
+    on the GPU together) each is told once the one before has exited. A worker that fails here
+    goes through ``fail``, which takes it out of ``live``."""
     begun = time.monotonic()
-    for worker in list(live):
+
+    def tell(worker: Worker) -> None:
         try:
             worker.send({"cmd": "finish"})
         except WorkerFailed as e:
             fail(worker, str(e))
+
+    if not one_at_a_time:
+        for worker in list(live):
+            tell(worker)
     rows = []
     for worker in list(live):
+        if one_at_a_time:
+            tell(worker)
+            if worker not in live:
+                continue
         try:
             summary_msg = worker.receive("summary")
             worker.process.wait(timeout=60)
