@@ -7,8 +7,9 @@ is cut by the call's deadline and compiles again from the start in a later call,
 attempt's minutes wasted, while a short one that would have fitted waits. Given each workload's
 wall time in an earlier run of the same workloads (``workload_wall_s`` in its rows, compilation
 of every mode and timing included), the runner skips for this call a workload that would not
-end by ``--end-after`` and goes on with the next one that would; the first workload of a call
-always starts, since no later call has more time for it.
+end by ``--end-after`` and goes on with the next one that would. The first workload of a call
+starts whatever its wall time, since no later call has more time for it, unless the call began
+with other work (``--walls-strict``): then a later call has more.
 """
 
 from __future__ import annotations
