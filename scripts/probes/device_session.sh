@@ -145,7 +145,8 @@ harness_checks() {
 # a second argument "strict", after other work: not even its first workload starts unless its wall time fits
 sweep() {
   # shellcheck disable=SC2086
-  CUDA_VISIBLE_DEVICES=$1 RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) WALLS_STRICT=${2:+1} \
+  # its own REPEAT (SWEEP_REPEAT, default the script's 100), not the map's of the same call
+  CUDA_VISIBLE_DEVICES=$1 RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) WALLS_STRICT=${2:+1} REPEAT=${SWEEP_REPEAT:-100} \
     END_AFTER=$(( $(left) - 25 )) WALLS_FROM=${WALLS_FROM-single_gpu/20261127-s25-sweep} \
     bash scripts/run_single_gpu_experiments.sh \
     ${SWEEP_ARGS:---gpu-time --compile-together} >> "$OUT/sweep.$STAGE.log" 2>&1
