@@ -24,7 +24,8 @@
 #        the replay map (scripts/run_replay_map.sh), a shard on each GPU but the first; call again with the same MRUN to
 #        resume; its report judges the lean replay path's targets (grace.report.replay_targets); with PRUN, the harness
 #        checks of stage 17 on the first GPU, after the CUDA tests TESTS with TRUN (on one GPU, the tight loop alone,
-#        after the map); with SRUN, stage 23's sweep in what the map leaves of the call, the workloads whose wall time fits
+#        after the map; with BWD, scripts/probes/backward_thread.py then); with SRUN, stage 23's sweep in what the map
+#        leaves of the call, the workloads whose wall time fits
 #   STAGE=23 SRUN=<date>-sweep [TRUN=<date>-tests TESTS="scg pi_tree"] T=<left> bash .diag/device_session.sh
 #        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
 #        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows; with TRUN,
@@ -266,6 +267,13 @@ case "$STAGE" in
       bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
     # on one GPU with PRUN, the harness's tight loop after the map (ALNET under PT2-CG, against the map's row)
     [ -n "${PRUN:-}" ] && [ ${#G[@]} -eq 1 ] && [ "$(left)" -gt 200 ] && harness_checks "${G[0]}" loop
+    # with BWD, where a training step's backward runs (scripts/probes/backward_thread.py), PT2-CG and GraCE
+    if [ -n "${BWD:-}" ] && [ -n "${PRUN:-}" ]; then
+      for m in pt2-cg grace; do
+        [ "$(left)" -gt 150 ] && CUDA_VISIBLE_DEVICES=${G[0]} timeout 120 "$PY" scripts/probes/backward_thread.py --mode $m \
+          --workload micro-mlp16-T > "results/raw/probes/$PRUN/backward_thread.micro-mlp16-T.$m.txt" 2>&1
+      done
+    fi
     # with SRUN, the sweep goes on in what the map left of the call (a map that ended early: one GPU's calls are few)
     [ -n "${SRUN:-}" ] && [ "$(left)" -gt 150 ] && sweep "$(IFS=,; echo "${G[*]}")" strict
     wait
