@@ -269,6 +269,7 @@ case "$STAGE" in
     [ -n "${PRUN:-}" ] && [ ${#G[@]} -eq 1 ] && [ "$(left)" -gt 200 ] && harness_checks "${G[0]}" loop
     # with BWD, where a training step's backward runs (scripts/probes/backward_thread.py), PT2-CG and GraCE
     if [ -n "${BWD:-}" ] && [ -n "${PRUN:-}" ]; then
+      mkdir -p "results/raw/probes/$PRUN"
       for m in pt2-cg grace; do
         [ "$(left)" -gt 150 ] && CUDA_VISIBLE_DEVICES=${G[0]} timeout 120 "$PY" scripts/probes/backward_thread.py --mode $m \
           --workload micro-mlp16-T > "results/raw/probes/$PRUN/backward_thread.micro-mlp16-T.$m.txt" 2>&1
