@@ -693,6 +693,8 @@ def test_a_call_starts_the_workloads_whose_earlier_wall_time_fits(tmp_path: Path
             f.write(json.dumps(results_append) + "\n")
     assert walls.read("single_gpu/before", tmp_path) == {"micro-mlp2": 500.0, "micro-mlp16": 400.0, "micro-eos": 2.0}
     monkeypatch.setattr(runner, "run_target", lambda settings, target, *a: [{"workload": target.workload.name}])
+    told: list[float] = []
+    monkeypatch.setattr(runner.Progress, "expect", lambda self, seconds: told.append(seconds))
     settings = Settings(experiment="cpu_test", run_id="w", device="cpu", size="tiny", results_dir=tmp_path,
                         end_after_s=300.0, walls_from="single_gpu/before")
     targets = [Target(get(n), 1) for n in ("micro-mlp2", "micro-mlp16", "micro-ptr-1", "micro-eos")]
@@ -700,6 +702,7 @@ def test_a_call_starts_the_workloads_whose_earlier_wall_time_fits(tmp_path: Path
     ran = [json.loads(line)["workload"] for line in (out / "rows.jsonl").read_text().splitlines()]
     assert ran == ["micro-mlp2", "micro-ptr-1", "micro-eos"], "the first always; then what fits or is unknown"
     assert "micro-mlp16 (400 s before, 300 s left)" in caplog.text
+    assert told == [500 + 400 + 400 + 2, 400 + 400 + 2, 400 + 2], "the run's time left, the waiting one included"
     strict = dataclasses.replace(settings, run_id="s", walls_strict=True)
     out = run(strict, targets, parse_modes("eager"))
     ran = [json.loads(line)["workload"] for line in (out / "rows.jsonl").read_text().splitlines()]
@@ -712,6 +715,31 @@ def test_a_call_starts_the_workloads_whose_earlier_wall_time_fits(tmp_path: Path
     (tmp_path / "raw" / "single_gpu" / "bare" / "rows.jsonl").write_text('{"workload": "micro-eos"}\n')
     with pytest.raises(ValueError, match="no row there records a workload's wall time"):
         walls.read("single_gpu/bare", tmp_path)
+
+
+def test_the_time_left_comes_from_earlier_wall_times_where_a_run_has_them(capsys: pytest.CaptureFixture[str],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first sweep call on one GPU printed "~90193s left" after DALLE2's compilations: three
+    steps of 593 had taken 459 s. With an earlier run's wall times the estimate is their sum for
+    what is left, a workload that run lacks at their median."""
+    from grace.bench import progress as progress_module, walls
+
+    clock = [100.0]
+    monkeypatch.setattr(progress_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    bar = progress_module.Progress(593)
+    clock[0] += 459.0
+    bar.advance(3)
+    assert "~90270s left" in capsys.readouterr().err, "the steps' scale"
+    assert walls.seconds_left({"DALLE2": 544.0, "BERT": 532.0, "ALNET": 46.0}, ["DALLE2", "ALNET", "MTCG-T"]) \
+        == 544.0 + 46.0 + 532.0
+    assert walls.seconds_left({}, ["DALLE2"]) is None
+    bar.expect(1122.0)
+    clock[0] += 100.0
+    bar.advance()
+    assert "~1022s left" in capsys.readouterr().err
+    clock[0] += 5000.0
+    bar.advance()
+    assert "~   0s left" in capsys.readouterr().err, "never below nothing"
 
 
 def _children(pid: int) -> list[int]:

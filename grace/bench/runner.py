@@ -563,17 +563,22 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
     expected = walls.read(settings.walls_from, settings.results_dir) if settings.walls_from else {}
     started = time.monotonic()
     end_by = None if settings.end_after_s is None else started + settings.end_after_s
-    ran, late, wont_fit = 0, [], []  # workloads started by this call; not started, and why
+    ran, late, wont_fit, waiting = 0, [], [], []  # workloads started by this call; not started, why, and which
     with stop_on_sigterm(), tempfile.TemporaryDirectory(prefix="grace-bench-") as scratch:
-        for target in targets:
+        for n, target in enumerate(targets):
             name, now = target.workload.name, time.monotonic()
             known = end_by is not None and name in expected  # else --stop-after decides
             if (ran or settings.walls_strict) and known and not walls.fits(expected[name], end_by - now):
                 wont_fit.append(f"{name} ({expected[name]:.0f} s before, {end_by - now:.0f} s left)")
+                waiting.append(name)
                 continue
             if ran and not known and settings.stop_after_s is not None and now - started > settings.stop_after_s:
                 late.append(name)
+                waiting.append(name)
                 continue
+            left_s = walls.seconds_left(expected, waiting + [t.workload.name for t in targets[n:]])
+            if left_s is not None:  # the run's time left, from the earlier run's walls (this call may end first)
+                progress.expect(left_s)
             results.note_attempt(out_dir, name, "started")
             for row in run_target(settings, target, modes_for(target, modes), out_dir, Path(scratch), progress,
                                   end_by):

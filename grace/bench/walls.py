@@ -15,6 +15,8 @@ with other work (``--walls-strict``): then a later call has more.
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
+from typing import Iterable
 
 from grace.bench import results
 
@@ -47,3 +49,12 @@ def read(spec: str, results_dir: Path) -> dict[str, float]:
 def fits(expected_s: float, left_s: float) -> bool:
     """Whether a workload that took ``expected_s`` before ends within ``left_s``, with a margin."""
     return expected_s * MARGIN <= left_s
+
+
+def seconds_left(expected: dict[str, float], workloads: Iterable[str]) -> float | None:
+    """The earlier run's wall times of ``workloads`` summed, a workload it lacks counted at the
+    median of those it has; None without an earlier run."""
+    if not expected:
+        return None
+    typical = median(expected.values())
+    return sum(expected.get(name, typical) for name in workloads)
