@@ -1164,7 +1164,7 @@ def test_rewarm_runs_untimed_steps_for_its_time_within_its_bounds(monkeypatch: p
 
     steps: list[float] = []
     case = worker.Case.__new__(worker.Case)
-    case.untimed_step = lambda: (time.sleep(0.001), steps.append(time.perf_counter()))  # type: ignore[method-assign]
+    case.untimed_step = lambda avoid: (time.sleep(0.001), steps.append(time.perf_counter()))  # type: ignore[method-assign]
     assert case.rewarm(0) == 0 and steps == [], "0 ms: none"
     assert case.rewarm(1) >= worker.REWARM_MIN_ITERATIONS
     assert steps[-1] - steps[0] < 1.0
@@ -1208,6 +1208,9 @@ def test_a_short_timed_sample_follows_an_untimed_iteration_on_another_input() ->
     c.timed(0)
     c.timed(1)
     assert [s for e, s in events if e == "input"] == [1, 0, 0, 1], "the lead-in's input is never the sample's"
+    events.clear()
+    c.rewarm(1, avoid=0)
+    assert {s for e, s in events if e == "input"} == {1}, "nor the rewarm's, before a round's first sample"
     with pytest.raises(ValueError, match="the lead-in's bound must be at least 0"):
         WorkerOptions(lead_in_below_us=-1)
 

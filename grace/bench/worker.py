@@ -208,21 +208,22 @@ class Case:
         self.step(self.fn, self.model, self.inputs(sample))
         self.sync()
 
-    def rewarm(self, milliseconds: int) -> int:
+    def rewarm(self, milliseconds: int, avoid: int | None = None) -> int:
         """Untimed iterations, each synchronised as a timed one is, until ``milliseconds`` have
         passed and at least :data:`REWARM_MIN_ITERATIONS` ran (at most
         :data:`REWARM_MAX_ITERATIONS`); how many ran. The worker slept while the other modes took
         their round, and what its iterations touch (its own caches, the timing core's clock) went
         cold meanwhile: the first iterations of a round ran 1.5 to 3 times as long as the rest.
         A training step leaves the parameters as it found them (no optimizer), so the eager twin
-        still matches."""
+        still matches. ``avoid``: the input sample the next timed call runs on, which these
+        iterations do not use (:meth:`untimed_step`)."""
         if milliseconds <= 0:
             return 0
         deadline = time.perf_counter() + milliseconds / 1e3
         iterations = 0
         while iterations < REWARM_MAX_ITERATIONS and (
                 iterations < REWARM_MIN_ITERATIONS or time.perf_counter() < deadline):
-            self.untimed_step()
+            self.untimed_step(avoid)
             iterations += 1
         return iterations
 
@@ -440,10 +441,11 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
             phases = RoundPhases()
             if args.release_memory:
                 with phases("untimed"):
-                    case.untimed_step()  # allocations after the cache was emptied stay off the clock
+                    # allocations after the cache was emptied stay off the clock
+                    case.untimed_step(avoid=command["samples"][0] * args.inner)
             if args.rewarm_ms:
                 with phases("rewarm"):
-                    case.rewarm(args.rewarm_ms)
+                    case.rewarm(args.rewarm_ms, avoid=command["samples"][0] * args.inner)
             with phases("timed"):
                 us = [case.timed(s, args.inner) for s in command["samples"]]
             with phases("check"):
