@@ -69,6 +69,7 @@ else
   done
 fi
 # what the run has left, per workload: done, failed modes, cut by a call's deadline, not started
-"$PY" -m grace.bench.status --experiment "$EXPERIMENT" --run-id "$RUN_ID" --workloads "$WORKLOADS" --modes "$MODES" || true
+"$PY" -m grace.bench.status --experiment "$EXPERIMENT" --run-id "$RUN_ID" --workloads "$WORKLOADS" --modes "$MODES" \
+  ${WALLS_FROM:+--walls-from "$WALLS_FROM"} || true
 echo "results: $RUN_DIR/rows.jsonl (run again with RUN_ID=$RUN_ID to resume)"
 exit "$status"

@@ -1282,6 +1282,17 @@ def test_status_says_per_workload_what_a_resumable_run_has_left(tmp_path: Path,
            "the finished ones took 1.00 GPU-hours" in (printed := capsys.readouterr().out)
     env = "WORKLOADS=micro-mlp2,micro-mlp16,micro-eos,micro-ptr-1 MODES=eager,pt2-nocg "
     assert f"to go on: {env}RUN_ID=r " in printed and f"{env}RETRY=error,timeout,mismatch RUN_ID=r " in printed
+    earlier = out.parent / "before"
+    earlier.mkdir()
+    (earlier / "rows.jsonl").write_text(json.dumps({"workload": "micro-eos", "workload_wall_s": 900.0}) + "\n")
+    assert main(["--run-id", "r", "--results-dir", str(tmp_path), "--workloads",
+                 "micro-mlp2,micro-mlp16,micro-eos,micro-ptr-1", "--modes", "eager,pt2-nocg",
+                 "--walls-from", "single_gpu/before"]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"micro-eos +cut +~900 ", printed), "a workload left, at its earlier wall time"
+    assert "the rest about 0.50 GPU-hours by single_gpu/before's wall times" in printed, "micro-ptr-1 at the median"
+    assert main(["--run-id", "r", "--results-dir", str(tmp_path), "--walls-from", "before"]) == 2
+    assert "expected EXPERIMENT/RUN" in capsys.readouterr().err
     assert main(["--run-id", "nope", "--results-dir", str(tmp_path)]) == 2
     (out.parent / "packed.tar.xz").write_bytes(b"")
     assert main(["--run-id", "packed", "--results-dir", str(tmp_path)]) == 2

@@ -14,7 +14,9 @@ list, one of:
 - ``not started``.
 
 It ends with the counts and the GPU time the finished workloads took (``workload_wall_s``,
-their compilation and timing in all modes): what is left, and about how long the rest takes.
+their compilation and timing in all modes): what is left, and, given an earlier run's wall
+times (``--walls-from``, as the runner takes them: :mod:`grace.bench.walls`), about how long the
+rest takes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from grace.bench import walls
 from grace.bench.configs import ConfigError, resolve
 from grace.bench.modes import DEFAULT_MODES, Mode, parse_modes
 from grace.bench.targets import Target, cut_attempts, latest_rows, modes_for
@@ -62,18 +65,25 @@ def statuses(targets: list[Target], modes: list[Mode], out_dir: Path) -> list[Wo
     return out
 
 
-def report(found: list[WorkloadStatus], run: str, env: str = "") -> str:
+def report(found: list[WorkloadStatus], run: str, env: str = "", expected: dict[str, float] | None = None,
+           expected_from: str = "") -> str:
     """The table and its summary, as printed; ``env`` is what the sweep script needs besides
-    ``RUN_ID`` to go on with this run (its experiment, workloads and modes where not the default)."""
+    ``RUN_ID`` to go on with this run (its experiment, workloads and modes where not the default);
+    ``expected``: the wall times of run ``expected_from``, shown with a ``~`` for those left."""
     lines = [f"{'workload':<14} {'state':<12} {'wall s':>8}  detail"]
+    left = [s.workload for s in found if s.state in ("cut", "not started")]
     for s in found:
-        wall = f"{s.wall_s:,.0f}" if s.wall_s is not None else ""
+        wall = (f"{s.wall_s:,.0f}" if s.wall_s is not None else
+                f"~{expected[s.workload]:,.0f}" if expected and s.workload in left and s.workload in expected else "")
         lines.append(f"{s.workload:<14} {s.state:<12} {wall:>8}  {s.detail}")
     count = {state: sum(s.state == state for s in found) for state in ("done", "failed", "cut", "not started")}
     timed = [s.wall_s for s in found if s.wall_s is not None]
     took = (f"the finished ones took {sum(timed) / 3600:.2f} GPU-hours" +
             (f" ({len(timed)} of them timed)" if len(timed) < count["done"] + count["failed"] else "")
             if timed else "no finished one's wall time recorded")
+    rest = walls.seconds_left(expected or {}, left) if left else None
+    if rest is not None:
+        took += f"; the rest about {rest / 3600:.2f} GPU-hours by {expected_from}'s wall times"
     lines.append(f"run {run}: {count['done'] + count['failed']} of {len(found)} workloads have rows "
                  f"({count['failed']} with failed modes), {count['cut']} cut by a call's deadline, "
                  f"{count['not started']} not started; {took}")
@@ -92,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default="single_gpu_25", help="the run's --workloads (default: %(default)s)")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="the run's --modes (default: the sweep's)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--walls-from", default=None, metavar="EXP/RUN",
+                        help="an earlier run of these workloads, whose wall times say about how long the rest takes")
     args = parser.parse_args(argv)
     out_dir = args.results_dir / "raw" / args.experiment / args.run_id
     if not out_dir.is_dir():
@@ -102,13 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         targets, modes = resolve(args.workloads), parse_modes(args.modes)
+        expected = walls.read(args.walls_from, args.results_dir) if args.walls_from else None
     except (ConfigError, ValueError) as e:
         print(f"grace.bench.status: {e}", file=sys.stderr)
         return 2
     defaults = {"EXPERIMENT": "single_gpu", "WORKLOADS": "single_gpu_25", "MODES": ",".join(DEFAULT_MODES)}
     given = {"EXPERIMENT": args.experiment, "WORKLOADS": args.workloads, "MODES": args.modes}
     env = "".join(f"{k}={v} " for k, v in given.items() if v != defaults[k])
-    print(report(statuses(targets, modes, out_dir), args.run_id, env))
+    print(report(statuses(targets, modes, out_dir), args.run_id, env, expected, args.walls_from or ""))
     return 0
 
 

@@ -81,7 +81,9 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
   RESUME=${RESUME:-} INNER=1 timeout -k 5 $((T - 20)) bash "$0"; echo "stage $STAGE: exit $?"
   [ -n "$(leftovers)" ] && { echo "left running at the deadline, killed: $(leftovers)"; pkill -9 -f "python[0-9.]* -m grace\.bench"; }
   # what the sweep has left after this call, per workload (the runners cut at the deadline print none)
-  [ -n "${SRUN:-}" ] && "$(bash scripts/python.sh)" -m grace.bench.status --run-id "$SRUN" | tee "$OUT/status.$STAGE.txt" | tail -1
+  W=${WALLS_FROM-single_gpu/20261127-s25-sweep}
+  [ -n "${SRUN:-}" ] && "$(bash scripts/python.sh)" -m grace.bench.status --run-id "$SRUN" ${W:+--walls-from "$W"} \
+    | tee "$OUT/status.$STAGE.txt" | tail -1
   tar czf "$OUT/s$STAGE.tgz" results/raw/upstream_cudagraph_trees/${URUN:-none} results/raw/upstream_cudagraph_trees/${ULRUN:-none} results/processed/upstream_cudagraph_trees.csv \
     results/processed/upstream_cudagraph_trees_differ.md results/raw/probes/${PRUN:-none} results/raw/gpu_checks/${TRUN:-none} \
     results/raw/differential/${DRUN:-none} results/raw/differential/latest.txt \
