@@ -165,6 +165,10 @@ def test_the_replay_map_reports_layers_host_device_and_the_gap(tmp_path: Path) -
     header = (tmp_path / "results" / "processed" / "replay_overhead.csv").read_text().splitlines()[0]
     assert header == "workload,mode,host_us,device_us,iter_us"
     assert (tmp_path / "figures" / "replay_overhead.png").stat().st_size > 0
+    table = (tmp_path / "results" / "processed" / "replay_overhead.md").read_text().splitlines()
+    assert table[2] == "| workload | PT2-NoCG | PT2-CG | GraCE |"
+    assert table[4] == "| micro-eos | 100 / 101 / 8 (12.62x) | 90 / 95 / - | 115 / 130 / 9 (14.44x) |", \
+        "host / iteration / device (iteration over device); no device time: a dash, no ratio"
 
 
 def test_every_wrapped_entry_exists_where_its_layer_looks_for_it() -> None:

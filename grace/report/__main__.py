@@ -151,6 +151,9 @@ def replay_map_report(rows: list[dict], args: argparse.Namespace) -> int:
     processed = args.processed_dir or args.results_dir / "processed"
     print(f"wrote {records_io.write_csv(processed / 'replay_map.csv', recs)}")
     print(f"wrote {records_io.write_csv(processed / 'replay_overhead.csv', replay_map.overhead(recs))}")
+    table = processed / "replay_overhead.md"  # the README's host-path table
+    table.write_text(replay_map.markdown(recs, str(rows[0].get("run_id", "?"))))
+    print(f"wrote {table}")
     for path in replay_map.draw(recs, args.figures_dir):
         print(f"wrote {path}")
     print(records_io.format_rows(recs))

@@ -57,6 +57,30 @@ def overhead(recs: Sequence[dict]) -> list[dict[str, Any]]:
     return [{k: r[k] for k in OVERHEAD_COLUMNS} for r in recs]
 
 
+def markdown(recs: Sequence[dict], run_id: str) -> str:
+    """The README's table of the host path: per workload, each mode's host time of one call,
+    its iteration and the iteration's device time, and the iteration over its device time;
+    the run it came from above it."""
+    workloads = list(dict.fromkeys(r["workload"] for r in recs))
+    cell = {(r["workload"], r["mode"]): r for r in recs}
+    names = {"pt2-nocg": "PT2-NoCG", "pt2-cg": "PT2-CG", "grace": "GraCE"}
+    lines = [f"Run `{run_id}`: microseconds, host / iteration / device, and the iteration over its device time.",
+             "", "| workload | " + " | ".join(names[m] for m in MODE_ORDER) + " |",
+             "| --- |" + " --- |" * len(MODE_ORDER)]
+    for w in workloads:
+        shown = []
+        for m in MODE_ORDER:
+            r = cell.get((w, m))
+            if r is None:
+                shown.append("")
+                continue
+            device = "-" if r["device_us"] is None else f"{r['device_us']:,.0f}"
+            ratio = "" if r["iter_over_device"] is None else f" ({r['iter_over_device']:.2f}x)"
+            shown.append(f"{r['host_us']:,.0f} / {r['iter_us']:,.0f} / {device}{ratio}")
+        lines.append(f"| {w} | " + " | ".join(shown) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _mode_order(mode: str) -> int:
     return MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
 
