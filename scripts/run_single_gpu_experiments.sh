@@ -16,8 +16,8 @@
 # workload write its rows within that many seconds, with fewer rounds (at least 4) where need
 # be. WALLS_FROM=EXPERIMENT/RUN (an earlier run of these workloads) then starts, after a call's
 # first workload, only those whose wall time there fits before END_AFTER, the others waiting for
-# a later call (grace.bench.walls); WALLS_STRICT=1 holds the first to that too (a call that began
-# with other work). SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress,
+# a later call (grace.bench.walls); WALLS_STRICT=1 holds the first to that too, and starts none
+# whose wall time is unknown (a call that began with other work). SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress,
 # with the time left, is printed as workloads finish. WORKLOADS=micro runs the eight
 # micro-workloads only (minutes). Extra arguments go to `python -m grace.bench`. On a machine
 # of several GPUs, without SHARD or SHARDS, each visible GPU runs its own shard side by side

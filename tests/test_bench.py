@@ -706,7 +706,8 @@ def test_a_call_starts_the_workloads_whose_earlier_wall_time_fits(tmp_path: Path
     strict = dataclasses.replace(settings, run_id="s", walls_strict=True)
     out = run(strict, targets, parse_modes("eager"))
     ran = [json.loads(line)["workload"] for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert ran == ["micro-ptr-1", "micro-eos"], "--walls-strict: not even the first, where it does not fit"
+    assert ran == ["micro-eos"], "--walls-strict: not even the first, where it does not fit, nor one without a wall"
+    assert "micro-ptr-1 (no wall time before)" in caplog.text
     with pytest.raises(ValueError, match="expected EXPERIMENT/RUN"):
         walls.read("before", tmp_path)
     with pytest.raises(ValueError, match="no run gone under"):

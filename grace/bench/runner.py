@@ -108,8 +108,9 @@ class Settings:
         "call and the next one that fits starts instead (the first of a call always starts, but with --walls-strict)",
         metavar="EXP/RUN")
     walls_strict: bool = _flag(
-        False, "--walls-strict", "with --walls-from, the call's first workload too starts only if it fits: for a "
-        "call that goes on with the sweep after other work, whose time left a later call would exceed")
+        False, "--walls-strict", "with --walls-from, every workload of the call, its first too, starts only if its "
+        "wall time there is known and fits: for a call that goes on with the sweep after other work, whose time left "
+        "a later call would exceed")
     worker: WorkerOptions = WorkerOptions()  # how each worker times (warm-up, inner, coverage, ...)
     results_dir: Path = results.RESULTS_DIR
 
@@ -572,6 +573,10 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
                 wont_fit.append(f"{name} ({expected[name]:.0f} s before, {end_by - now:.0f} s left)")
                 waiting.append(name)
                 continue
+            if settings.walls_strict and not known:
+                wont_fit.append(f"{name} (no wall time before)")
+                waiting.append(name)
+                continue
             if ran and not known and settings.stop_after_s is not None and now - started > settings.stop_after_s:
                 late.append(name)
                 waiting.append(name)
@@ -589,7 +594,8 @@ def run(settings: Settings, targets: Iterable[Target], modes: list[Mode]) -> Pat
         log.warning("stopping after %.0f s (--stop-after); not started: %s (rerun with --resume)",
                     settings.stop_after_s, ", ".join(late))
     if wont_fit:
-        log.warning("left for a later call, their wall time in %s not fitting before --end-after: %s "
+        log.warning("left for a later call, their wall time in %s not fitting before --end-after (or unknown, "
+                    "with --walls-strict): %s "
                     "(rerun with --resume)", settings.walls_from, ", ".join(wont_fit))
     results.mark_latest(settings.experiment, settings.run_id, settings.results_dir)
     return out_dir

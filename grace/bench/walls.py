@@ -9,7 +9,8 @@ wall time in an earlier run of the same workloads (``workload_wall_s`` in its ro
 of every mode and timing included), the runner skips for this call a workload that would not
 end by ``--end-after`` and goes on with the next one that would. The first workload of a call
 starts whatever its wall time, since no later call has more time for it, unless the call began
-with other work (``--walls-strict``): then a later call has more.
+with other work (``--walls-strict``): then a later call has more, and only workloads whose wall
+time is known and fits start.
 """
 
 from __future__ import annotations
