@@ -245,6 +245,7 @@ case "$STAGE" in
       --experiment lean_gain --run-id "${PRUN}-lean" \
       > "$P/lean_gain.log" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline grace-no-lean > "$P/lean_gain.paired.txt" 2>&1
+    "$PY" -m grace.report.round_position results/raw/lean_gain/${PRUN}-lean/rows.jsonl > "$P/round_position.lean_gain.txt" 2>&1
     "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl --baseline pt2-cg >> "$P/lean_gain.paired.txt" 2>&1
     [[ ${LEAN_MODES:-} == *grace-no-lean-aot* ]] && "$PY" -m grace.report.paired results/raw/lean_gain/${PRUN}-lean/rows.jsonl \
       --baseline grace-no-lean-aot >> "$P/lean_gain.paired.txt" 2>&1
@@ -267,6 +268,8 @@ case "$STAGE" in
     fi
     CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]}") RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
       bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
+    # each mode's median at each place in a round: flat once every sample follows an iteration
+    "$PY" -m grace.report.round_position "results/raw/replay_map/$MRUN/rows.jsonl" > "$OUT/round_position.$STAGE.txt" 2>&1
     # on one GPU with PRUN, the harness's tight loop after the map (ALNET under PT2-CG, against the map's row)
     [ -n "${PRUN:-}" ] && [ ${#G[@]} -eq 1 ] && [ "$(left)" -gt 200 ] && harness_checks "${G[0]}" loop
     # with BWD, where a training step's backward runs (scripts/probes/backward_thread.py), PT2-CG and GraCE
