@@ -1382,10 +1382,12 @@ def test_runner_flags_are_declared_once_on_the_settings(tmp_path: Path) -> None:
     assert {"repeat", "chunk", "timeout_s", "experiment", "device", "size", "scg_cache", "timing_lock",
             "stop_after_s", "end_after_s", "compile_together", "walls_from", "walls_strict"} == set(flagged)
     args = parser.parse_args(["--repeat", "7", "--timeout", "9.5", "--size", "tiny", "--scg-cache", "rel/cache",
-                              "--end-after", "30", "--compile-together"])
+                              "--end-after", "30", "--compile-together", "--walls-from", "single_gpu/x",
+                              "--walls-strict"])
     got = runner.Settings.from_args(args, run_id="r", pin_cpu=3)
     assert (got.repeat, got.timeout_s, got.size, got.end_after_s, got.compile_together, got.pin_cpu) == (
         7, 9.5, "tiny", 30.0, True, 3)
+    assert (got.walls_from, got.walls_strict) == ("single_gpu/x", True)
     assert got.scg_cache == Path("rel/cache").resolve() and got.scg_cache.is_absolute()
     with pytest.raises(SystemExit):
         parser.parse_args(["--size", "huge"])

@@ -106,7 +106,7 @@ class Settings:
         None, "--walls-from", "EXPERIMENT/RUN of an earlier run of these workloads: with --end-after, a workload "
         "whose wall time there (scaled by grace.bench.walls.MARGIN) exceeds the time left is left for a later "
         "call and the next one that fits starts instead (the first of a call always starts, but with --walls-strict)",
-        metavar="EXP/RUN")
+        type=str, metavar="EXP/RUN")
     walls_strict: bool = _flag(
         False, "--walls-strict", "with --walls-from, every workload of the call, its first too, starts only if its "
         "wall time there is known and fits: for a call that goes on with the sweep after other work, whose time left "
@@ -134,6 +134,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if isinstance(f.default, bool):
             parser.add_argument(f.metadata["flag"], dest=f.name, action="store_true", help=f.metadata["help"])
             continue
+        if f.default is None and "type" not in options:  # type(None) would refuse every value given
+            raise TypeError(f"Settings.{f.name}: a flag whose default is None declares its type")
         options.setdefault("type", type(f.default))
         parser.add_argument(f.metadata["flag"], dest=f.name, default=f.default, help=f.metadata["help"], **options)
 
