@@ -1148,6 +1148,10 @@ def test_worker_options_are_declared_once_for_both_command_lines() -> None:
     assert options.WorkerOptions.from_args(parser.parse_args([])) == options.WorkerOptions()
     between = options.WorkerOptions(check_after=False)
     assert options.WorkerOptions.from_args(parser.parse_args(between.argv())) == between
+    unpinned = options.WorkerOptions(pin_backward=False)
+    assert "--no-pin-backward" in unpinned.argv()
+    assert options.WorkerOptions.from_args(parser.parse_args(unpinned.argv())) == unpinned
+    assert options.WorkerOptions().pin_backward, "a pinned timing thread takes autograd's thread with it by default"
     assert options.WorkerOptions().check_after, "by default no eager check runs between two timed samples"
     assert set(options.FLAGS) == {f.name for f in __import__("dataclasses").fields(options.WorkerOptions)}
     with pytest.raises(ValueError, match="--inner must be at least 1"):
@@ -1158,6 +1162,17 @@ def test_the_no_guard_mode_turns_only_the_guard_off_and_grace_leaves_it_to_the_c
     grace, no_guard = MODES["grace"].env, MODES["grace-no-guard"].env
     assert no_guard == {**grace, "GRACE_STALE_OUTPUTS_RAISE": "0"}
     assert "GRACE_STALE_OUTPUTS_RAISE" not in grace, "grace@TREE keeps that checkout's default"
+
+
+def test_the_backward_thread_pin_touches_no_thread_where_the_calling_thread_runs_the_backward(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the CPU autograd runs a backward on the calling thread: nothing to pin, no affinity set."""
+    from grace.bench import worker
+
+    set_to: list[tuple[int, set[int]]] = []
+    monkeypatch.setattr(worker.os, "sched_setaffinity", lambda tid, cores: set_to.append((tid, cores)))
+    assert worker.autograd_device_thread("cpu") is None
+    assert worker.pin_backward_thread(0, "cpu") is None and set_to == []
 
 
 def test_rewarm_runs_untimed_steps_for_its_time_within_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,3 +30,27 @@ def test_device_time_of_an_iteration_is_isolated_from_the_host() -> None:
     case.step = lambda fn, module, inputs: (step(fn, module, inputs), torch.ones(1, device="cuda").item())
     case._sleep_cycles = 1 << 26  # two doublings to the limit
     assert case.gpu_timed(0) is None
+
+
+def test_autograd_backward_thread_is_found_and_pinned_to_the_timing_core() -> None:
+    """A CUDA backward runs on autograd's own thread; the benchmark pins it beside the timing thread."""
+    import os
+    import threading
+
+    from grace.bench import worker
+
+    tid = worker.autograd_device_thread("cuda")
+    assert tid is not None and tid != threading.get_native_id()
+    before = os.sched_getaffinity(tid)
+    core = min(os.sched_getaffinity(0))
+    try:
+        assert worker.pin_backward_thread(core, "cuda") == tid
+        assert os.sched_getaffinity(tid) == {core}
+        assert worker.autograd_device_thread("cuda") == tid, "one thread per device, reused by every backward"
+    finally:
+        os.sched_setaffinity(tid, before)
+    torch.autograd.set_multithreading_enabled(False)
+    try:
+        assert worker.autograd_device_thread("cuda") is None, "multithreading off: the calling thread runs it"
+    finally:
+        torch.autograd.set_multithreading_enabled(True)

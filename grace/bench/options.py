@@ -26,6 +26,7 @@ class WorkerOptions:
     distinct_inputs: int = 0  # timed samples cycle over this many inputs, warmed up first (0: each its own)
     rewarm_ms: int = 20  # untimed iterations before each round's timed samples, for at least this long
     lead_in_below_us: int = 10_000  # one untimed iteration right before each timed sample shorter than this
+    pin_backward: bool = True  # with the timing thread pinned, autograd's CUDA backward thread on its core too
 
     def __post_init__(self) -> None:
         if min(self.warmup, self.coverage, self.distinct_inputs, self.rewarm_ms, self.lead_in_below_us) < 0:
@@ -89,6 +90,11 @@ FLAGS: dict[str, str] = {
                         "the next input made, the host idle) ran up to 40%% longer than right after the same call "
                         "(micro-eos under PT2-NoCG: 105 us after an iteration, 130 to 186 us after a pause; "
                         "scripts/probes/round_place_cause.py), where a long iteration pays no such share; 0: never",
+    "pin_backward": "with the timing thread pinned (--pin-cpu), pin autograd's thread for the GPU, which runs every "
+                    "training step's backward, to the same core: the two threads take turns, never run at once, and "
+                    "unpinned the backward ran cold on another core, which cost GraCE's step, with more Python in "
+                    "its backward, more than PT2-CG's (micro-mlp16-T: 1,875 against 1,732 us; both pinned, 1,594 "
+                    "against 1,605; scripts/probes/backward_thread.py)",
     "check_after": "keep a copy of each timed sample's output and check them all after the chunk's samples are "
                    "timed, so that no eager forward runs between two timed samples: one between them cost "
                    "ALNET's next call 12%% under PT2-CG, caches cold (the copies stay on the device: off for "

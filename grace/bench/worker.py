@@ -38,6 +38,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -437,6 +438,8 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
         if command["cmd"] == "run":
             if not pinned and args.pin_cpu >= 0:
                 pin_timing_thread(args.pin_cpu)
+                if args.pin_backward and case.cuda and case.workload.kind == "training":
+                    pin_backward_thread(args.pin_cpu, case.device)
                 pinned = True
             phases = RoundPhases()
             if args.release_memory:
@@ -486,6 +489,33 @@ def pin_timing_thread(core: int) -> None:
 
     torch.zeros(POOL_WARMING_ELEMENTS).add_(1)
     os.sched_setaffinity(0, {core})
+
+
+def autograd_device_thread(device: str) -> int | None:
+    """The native id of the thread autograd runs a backward on ``device`` on, started by a backward
+    of one small tensor if no backward has run there yet; None where the calling thread runs it
+    (the CPU, or with autograd's multithreading off)."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return None
+    seen: list[int] = []
+    x = torch.ones(4, device=device, requires_grad=True)
+    y = x * 2
+    y.grad_fn.register_prehook(lambda grads: seen.append(threading.get_native_id()))
+    y.sum().backward()
+    return seen[0] if seen[0] != threading.get_native_id() else None
+
+
+def pin_backward_thread(core: int, device: str) -> int | None:
+    """Pin autograd's backward thread for ``device`` to ``core``, the timing thread's: a training
+    step's caller waits on that thread while it runs the backward, so the two share a core without
+    contention, and the backward's Python stays warm in that core's caches. Its id, or None where
+    there is no such thread."""
+    tid = autograd_device_thread(device)
+    if tid is not None:
+        os.sched_setaffinity(tid, {core})
+    return tid
 
 
 RUNNER_PID_ENV = "GRACE_BENCH_RUNNER_PID"  # the runner that started this worker (grace.bench.runner.worker_env)

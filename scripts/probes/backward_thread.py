@@ -4,9 +4,9 @@ GraCE's training steps pay more host time than PT2-CG's (the replay map on an H2
 micro-mlp16-T 2,218 against 1,889 us; the guards' layer 194 us), and its per-step parts in the
 backward (``grace.grad_copies.AdoptedGrads.noted``, the stale-output guard, the hardened liveness
 check) take about five times on the GPU machine what they take in a hot loop on the development
-CPU. A candidate: autograd runs a CUDA backward on its device thread, which the benchmark does not
-pin, while the timing thread is pinned; each step's backward Python then runs once, on another
-core, cold. This probe times the benchmark's own training step (:class:`grace.bench.worker.Case`,
+CPU. The cause it found: autograd runs a CUDA backward on its device thread; left unpinned while
+the timing thread is pinned, each step's backward Python runs once, on another core, cold (the
+benchmark now pins both: ``--pin-backward``). This probe times the benchmark's own training step (:class:`grace.bench.worker.Case`,
 timing thread pinned as the worker pins it, one untimed iteration before each sample) with the
 backward, variant by variant and rotated round by round:
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 from statistics import median
@@ -40,21 +39,6 @@ from scripts.probes._in_mode import mode_parser, run_in_mode  # noqa: E402
 
 VARIANTS = ("device-thread", "device-thread-pinned", "calling-thread")
 SAMPLES_PER_ROUND = 5
-
-
-def device_thread_id(device: str) -> int | None:
-    """The native id of the thread autograd runs a backward on ``device`` on (None on the CPU,
-    where the calling thread runs it)."""
-    import torch
-
-    if not device.startswith("cuda"):
-        return None
-    seen: list[int] = []
-    x = torch.ones(4, device=device, requires_grad=True)
-    y = x * 2
-    y.grad_fn.register_prehook(lambda grads: seen.append(threading.get_native_id()))
-    y.sum().backward()
-    return seen[0]
 
 
 def timers(ns: collections.Counter[str]) -> list[tuple[Any, str, Any]]:
@@ -85,7 +69,7 @@ def child(args) -> None:
 
     from grace.bench.modes import MODES
     from grace.bench.precision import exact_float32
-    from grace.bench.worker import Case, pin_timing_thread
+    from grace.bench.worker import Case, autograd_device_thread, pin_timing_thread
     from grace.bench.workloads import get
 
     exact_float32()
@@ -96,7 +80,7 @@ def child(args) -> None:
     case = Case(workload, MODES[args.mode], args.device, workload.batch_size, args.size, check_after=True,
                 lead_in_below_us=10_000)
     case.warm_up(5)
-    backward_tid = device_thread_id(args.device)
+    backward_tid = autograd_device_thread(args.device)
     others = os.sched_getaffinity(0)
     if args.device.startswith("cuda"):
         pin_timing_thread(core)
