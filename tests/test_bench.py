@@ -1167,12 +1167,12 @@ def test_the_no_guard_mode_turns_only_the_guard_off_and_grace_leaves_it_to_the_c
 def test_the_backward_thread_pin_touches_no_thread_where_the_calling_thread_runs_the_backward(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """On the CPU autograd runs a backward on the calling thread: nothing to pin, no affinity set."""
-    from grace.bench import worker
+    from grace.bench import pinning
 
     set_to: list[tuple[int, set[int]]] = []
-    monkeypatch.setattr(worker.os, "sched_setaffinity", lambda tid, cores: set_to.append((tid, cores)))
-    assert worker.autograd_device_thread("cpu") is None
-    assert worker.pin_backward_thread(0, "cpu") is None and set_to == []
+    monkeypatch.setattr(pinning.os, "sched_setaffinity", lambda tid, cores: set_to.append((tid, cores)))
+    assert pinning.autograd_device_thread("cpu") is None
+    assert pinning.pin_backward_thread(0, "cpu") is None and set_to == []
 
 
 def test_rewarm_runs_untimed_steps_for_its_time_within_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1317,7 +1317,7 @@ def test_status_says_per_workload_what_a_resumable_run_has_left(tmp_path: Path,
 
 PINNED_POOL_CHILD = """
 import os, threading, torch
-from grace.bench.worker import pin_timing_thread
+from grace.bench.pinning import pin_timing_thread
 cores = os.sched_getaffinity(0)
 pin_timing_thread(max(cores))
 torch.zeros(1 << 22).add_(1)  # a parallel CPU op after the pin, as a check's eager reference makes

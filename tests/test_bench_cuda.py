@@ -37,20 +37,20 @@ def test_autograd_backward_thread_is_found_and_pinned_to_the_timing_core() -> No
     import os
     import threading
 
-    from grace.bench import worker
+    from grace.bench import pinning
 
-    tid = worker.autograd_device_thread("cuda")
+    tid = pinning.autograd_device_thread("cuda")
     assert tid is not None and tid != threading.get_native_id()
     before = os.sched_getaffinity(tid)
     core = min(os.sched_getaffinity(0))
     try:
-        assert worker.pin_backward_thread(core, "cuda") == tid
+        assert pinning.pin_backward_thread(core, "cuda") == tid
         assert os.sched_getaffinity(tid) == {core}
-        assert worker.autograd_device_thread("cuda") == tid, "one thread per device, reused by every backward"
+        assert pinning.autograd_device_thread("cuda") == tid, "one thread per device, reused by every backward"
     finally:
         os.sched_setaffinity(tid, before)
     torch.autograd.set_multithreading_enabled(False)
     try:
-        assert worker.autograd_device_thread("cuda") is None, "multithreading off: the calling thread runs it"
+        assert pinning.autograd_device_thread("cuda") is None, "multithreading off: the calling thread runs it"
     finally:
         torch.autograd.set_multithreading_enabled(True)

@@ -69,7 +69,8 @@ def child(args) -> None:
 
     from grace.bench.modes import MODES
     from grace.bench.precision import exact_float32
-    from grace.bench.worker import Case, autograd_device_thread, pin_timing_thread
+    from grace.bench.pinning import autograd_device_thread, pin_timing_thread
+    from grace.bench.worker import Case
     from grace.bench.workloads import get
 
     exact_float32()

@@ -19,7 +19,7 @@ import time
 def run_case(pool_first: bool) -> None:
     import torch
 
-    from grace.bench.worker import pin_timing_thread
+    from grace.bench.pinning import pin_timing_thread
 
     core = max(os.sched_getaffinity(0))
     if pool_first:

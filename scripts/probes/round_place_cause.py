@@ -49,7 +49,8 @@ def _between(case, variant: str, gap_s: float) -> Callable[[], None]:
 def child(args) -> None:
     from grace.bench.modes import MODES
     from grace.bench.precision import exact_float32
-    from grace.bench.worker import Case, pin_timing_thread
+    from grace.bench.pinning import pin_timing_thread
+    from grace.bench.worker import Case
     from grace.bench.workloads import get
 
     exact_float32()
