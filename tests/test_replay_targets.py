@@ -44,3 +44,30 @@ def test_bounds_are_read_from_the_same_run() -> None:
 def test_a_failed_row_is_not_measured() -> None:
     rows = [_row("micro-ptr-1", "grace", host=10.0, status="mismatch")]
     assert _verdicts(rows)[("host at most 25 us", "micro-ptr-1")]["verdict"] == "not measured"
+
+
+def test_the_readme_host_table_is_the_committed_maps() -> None:
+    """Every row of the README's host-path table is the committed ``replay_overhead.md``'s, cell for
+    cell (the README leaves out the ratio after each cell and marks training workloads)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("## The host path, today"):readme.index("## Trust")]
+    committed = (root / "results" / "processed" / "replay_overhead.md").read_text()
+    run = re.search(r"Run `([^`]+)`", committed).group(1)
+    assert f"replay_map/{run}" in section, "the README names the run the table comes from"
+
+    def rows(text: str) -> dict[str, list[str]]:
+        out = {}
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 4 and "/" in cells[1]:
+                out[cells[0].replace(" (training)", "")] = [re.sub(r"\s*\(.*\)$", "", c) for c in cells[1:]]
+        return out
+
+    shown, written = rows(section), rows(committed)
+    assert shown, "the README's table has rows"
+    for workload, cells in shown.items():
+        assert written.get(workload) == cells, f"{workload}: README {cells}, replay_overhead.md {written.get(workload)}"
