@@ -128,6 +128,49 @@ def test_a_run_with_layers_writes_each_layers_median_and_the_host_time(tmp_path:
     assert row["status"] == "ok", row["error"]
     assert set(row["layers_us"]) == set(layers.LAYERS) and row["layers_us"]["inductor"] > 0
     assert row["host_us"]["median"] >= row["layers_us"]["inductor"]
+    assert row["round_phases_s"]["layers"] > 0 and set(row["round_phases_s"]) >= {"rewarm", "timed", "check"}
+
+
+class _FakeWorker:
+    """A worker's side of the layer phase's protocol, recorded."""
+
+    def __init__(self, name: str, samples_us: list[float], fails: bool = False) -> None:
+        self.name, self.samples, self.fails = name, samples_us, fails
+        self.sent: list[dict] = []
+        self.layer_samples: list[dict] = []
+        self.phase_s: dict[str, float] = {}
+        self.deadline, self.limit = 0.0, ""
+
+    def send(self, message: dict) -> None:
+        self.sent.append(message)
+
+    def receive(self, expected: str) -> dict:
+        from grace.bench.runner import WorkerFailed
+
+        if self.fails:
+            raise WorkerFailed("worker exited")
+        assert expected == "layers"
+        return {"event": "layers", "layers_us": [{"caller": 1.0} for _ in self.sent[-1]["samples"]], "seconds": 0.5}
+
+
+def test_the_layer_phase_asks_each_mode_once_for_every_timed_sample_and_fails_only_its_worker() -> None:
+    from grace.bench.runner import _measure_layers, layer_phase_s
+
+    ok, broken = _FakeWorker("pt2-cg", [100.0, 300.0]), _FakeWorker("grace", [200.0], fails=True)
+    live = [ok, broken]
+    failed: list[tuple[str, str]] = []
+
+    def fail(worker, reason: str) -> None:
+        failed.append((worker.name, reason))
+        live.remove(worker)
+
+    _measure_layers(live, [0, 1, 2, 3], fail, phase_end=1e18)
+    assert ok.sent == [{"cmd": "layers", "samples": [0, 1, 2, 3]}] and len(ok.layer_samples) == 4
+    assert ok.phase_s == {"layers": 0.5}
+    assert failed == [("grace", "worker exited")] and live == [ok]
+    # each sample costs the warm calls and the measured one, at the median timed iteration
+    assert layer_phase_s([ok], 10) == pytest.approx((layers.WARM_CALLS + 1) * 200e-6 * 10)
+    assert layer_phase_s([_FakeWorker("none yet", [])], 10) == 0.0
 
 
 def _row(workload: str, mode: str, layer_us: dict[str, float], gpu: float | None, it: float,

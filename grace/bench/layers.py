@@ -31,10 +31,12 @@ launch    ``CUDAGraph.replay``, or a Triton kernel's launch (``CachingAutotuner.
 
 Every boundary costs two clock reads and a Python frame, about half a microsecond, charged to
 the layers either side; the timed samples of the benchmark run without these wrappers, which
-are put in place for the measured iteration and taken away after it. The first calls after they
-go in are cold (on the development machine's CPU, about four times a steady call:
-``scripts/probes/layers_cpu_profile.py``), so a measurement runs a few unmeasured calls with the
-wrappers in place first and :meth:`LayerClock.reset` before the one it keeps.
+are put in place for the measured iteration and taken away after it, in a phase of their own
+after every timed round (the runner's ``_measure_layers``): no timed sample follows a call that
+ran with them. The first calls after they go in are cold (on the development machine's CPU,
+about four times a steady call: ``scripts/probes/layers_cpu_profile.py``), so a measurement
+runs :data:`WARM_CALLS` unmeasured calls with the wrappers in place first and
+:meth:`LayerClock.reset` before the one it keeps.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 LAYERS: tuple[str, ...] = ("caller", "aot", "inductor", "tree", "guards", "node", "pi", "launch")
+WARM_CALLS = 3  # unmeasured calls with the wrappers in place before the measured one: the first are cold
 
 # (layer, module, class, method): the entries wrapped, in addition to Dynamo's compiled functions.
 # The tree's is ``_run``: ``run`` is bound into each function's ``functools.partial`` when the

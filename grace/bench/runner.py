@@ -43,9 +43,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any, Callable, Iterable, Iterator
 
-from grace.bench import results, walls
+from grace.bench import layers, results, walls
 from grace.bench.modes import Mode
 from grace.bench.options import WorkerOptions
 from grace.bench.progress import Progress
@@ -362,7 +363,8 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
         phase_end = time.monotonic() + settings.timeout_s
         timed, longest = 0, 0.0  # rounds begun; the longest one's wall time, every mode's turn in it
         for r, samples in enumerate(rounds):
-            if end_by is not None and r >= MIN_ROUNDS and time.monotonic() + longest + END_MARGIN_S > end_by:
+            reserve = layer_phase_s(live, len(samples) * (r + 1)) if settings.worker.layers else 0.0
+            if end_by is not None and r >= MIN_ROUNDS and time.monotonic() + longest + reserve + END_MARGIN_S > end_by:
                 log.warning("%s: %d of %d rounds timed: another would end after --end-after (rows written now)",
                             target.workload.name, r, len(rounds))
                 progress.advance(len(rounds) - r, note=f"{target.workload.name}: rounds left out")
@@ -378,13 +380,14 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
                     worker.round_s.append(time.monotonic() - begun)
                     worker.samples.extend(message["us"])
                     worker.gpu_samples.extend(us for us in message.get("gpu_us") or [] if us is not None)
-                    worker.layer_samples.extend(message.get("layers_us") or [])
                     for phase, seconds in (message.get("phase_s") or {}).items():
                         worker.phase_s[phase] = worker.phase_s.get(phase, 0.0) + seconds
                 except WorkerFailed as e:
                     fail(worker, str(e))
             longest = max(longest, time.monotonic() - round_begun)
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
+        if settings.worker.layers and timed:
+            _measure_layers(live, [s for samples in rounds[:timed] for s in samples], fail, phase_end)
 
     for worker in live:
         worker.row["rounds"] = {"timed": timed, "planned": len(rounds)}
@@ -503,6 +506,30 @@ END_MARGIN_S = 30.0  # what the workers' summaries and the rows take after the l
 
 ROUND_FLOOR_S = 120.0  # a timed round may always take this long
 ROUND_FACTOR = 10.0  # ... or this many times the worker's slowest earlier round
+
+
+def _measure_layers(live: list[Worker], samples: list[int], fail: Callable[[Worker, str], None],
+                    phase_end: float) -> None:
+    """Each mode's host time by layer on the timed samples' inputs, one mode after another, after
+    every timed round: the layer clock's wrappers go on and come off around each measured call
+    (:meth:`grace.bench.worker.Case.layered`), and no timed sample may follow a call that ran with
+    them. Within the timing phase's limit; a worker that fails goes through ``fail``."""
+    for worker in list(live):
+        try:
+            worker.deadline, worker.limit = phase_end, "the per-case limit"
+            worker.send({"cmd": "layers", "samples": samples})
+            message = worker.receive("layers")
+            worker.layer_samples.extend(message["layers_us"])
+            worker.phase_s["layers"] = message["seconds"]
+        except WorkerFailed as e:
+            fail(worker, str(e))
+
+
+def layer_phase_s(live: list[Worker], samples: int) -> float:
+    """About how long the layer phase takes for ``samples`` samples a mode: each costs
+    ``layers.WARM_CALLS`` + 1 iterations, at each mode's median timed iteration so far."""
+    per_sample_s = sum(median(w.samples) for w in live if w.samples) / 1e6
+    return (layers.WARM_CALLS + 1) * per_sample_s * samples
 
 
 def round_deadline(earlier_s: list[float], now: float, phase_end: float) -> tuple[float, str]:

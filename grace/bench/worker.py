@@ -6,7 +6,9 @@ the protocol; stderr goes to the case's log file):
 
     worker -> {"event": "ready", "compile_s": ...}          after warm-up
     runner -> {"cmd": "run", "samples": [i, j, ...]}         timed iterations, in this order
-    worker -> {"event": "samples", "us": [...], "gpu_us": [...] or None, "layers_us": [{...}, ...] or None}
+    worker -> {"event": "samples", "us": [...], "gpu_us": [...] or None}
+    runner -> {"cmd": "layers", "samples": [...]}            with --layers, once, after every timed round
+    worker -> {"event": "layers", "layers_us": [{...}, ...], "seconds": ...}
     runner -> {"cmd": "finish"}
     worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., "scg": ..., ...}
     worker -> {"event": "error", "error": "..."}             at any point, then exit 1
@@ -23,8 +25,10 @@ With ``--gpu-time``, each timed sample is followed by one more iteration on the 
 sample whose device time alone is measured (:meth:`Case.gpu_timed`): what the GPU spends on an
 iteration (input copies, pointer writes, a prelude kernel, the replay) apart from the host's
 part, as the paper's Figure 9 compares its ways of dereferencing pointers. With ``--layers``,
-one more iteration per timed sample is timed with a clock at each layer's entry
-(:meth:`Case.layered`, :mod:`grace.bench.layers`): the host's microseconds per layer.
+after every timed round, one more iteration per timed sample is timed with a clock at each
+layer's entry (:meth:`Case.layered`, :mod:`grace.bench.layers`): the host's microseconds per
+layer. The clock's wrappers go on and come off around each of those calls; no timed sample
+follows them.
 """
 
 from __future__ import annotations
@@ -58,7 +62,6 @@ REWARM_MAX_ITERATIONS = 1000  # and its most, whatever its time
 MAX_SLEEP_CYCLES = 1 << 27  # gpu_timed's longest head start for the host, about 80 ms
 RNG_SEED_BASE = 7_000_000  # stochastic workloads' per-sample seeds, apart from the weights' seed 0
 STACKS_SIGNAL = signal.SIGUSR1  # on it, every thread's Python stack goes to the log (the runner's timeouts)
-LAYER_WARM_CALLS = 3  # unmeasured calls with the layer clock's wrappers in place before the measured one
 
 
 class SkipLog(logging.Handler):
@@ -318,13 +321,13 @@ class Case:
     def layered(self, sample: int) -> dict[str, float]:
         """Host microseconds per layer (:mod:`grace.bench.layers`) of one iteration on input
         ``sample``, synchronised before and after but not inside: the host's own time, the
-        device's work overlapping it. The iteration measured follows LAYER_WARM_CALLS unmeasured
-        ones with the clock's wrappers in place: the first calls after they go in are cold."""
+        device's work overlapping it. The iteration measured follows ``layers.WARM_CALLS``
+        unmeasured ones with the clock's wrappers in place: the first calls after they go in are cold."""
         from grace.bench import layers
 
         args = self.inputs(sample)
         with layers.timing() as clock:
-            for _ in range(LAYER_WARM_CALLS):
+            for _ in range(layers.WARM_CALLS):
                 self.seed(sample)
                 clock.call(self.step, self.fn, self.model, args)
             self.seed(sample)
@@ -453,16 +456,19 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
                 us = [case.timed(s, args.inner) for s in command["samples"]]
             with phases("check"):
                 case.check_kept()
-            gpu_us = layers_us = None
+            gpu_us = None
             if args.gpu_time and case.cuda:
                 with phases("gpu_time"):
                     gpu_us = [case.gpu_timed(s) for s in command["samples"]]
-            if args.layers:
-                with phases("layers"):
-                    layers_us = [case.layered(s) for s in command["samples"]]
-            send({"event": "samples", "us": us, "gpu_us": gpu_us, "layers_us": layers_us, "phase_s": phases.seconds})
+            send({"event": "samples", "us": us, "gpu_us": gpu_us, "phase_s": phases.seconds})
             if args.release_memory:
                 case.release_memory()
+        elif command["cmd"] == "layers":  # after every timed round: no timed sample follows the clock's wrappers
+            begun = time.perf_counter()
+            layers_us = [case.layered(s) for s in command["samples"]]
+            if args.release_memory:
+                case.release_memory()
+            send({"event": "layers", "layers_us": layers_us, "seconds": round(time.perf_counter() - begun, 3)})
         elif command["cmd"] == "finish":
             coverage = case.coverage(args.coverage) if args.coverage and case.cuda else None
             send({"event": "summary", **case.summary(skips), "coverage": coverage})

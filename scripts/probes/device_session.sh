@@ -73,8 +73,9 @@
 #   STAGE=34 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        on one GPU, the map's two open rows: its training workloads again with autograd's backward thread pinned beside
 #        the timing thread (the benchmark's default since the map ran); ALNET and micro-mlp16 under PT2-CG and GraCE
-#        timed plain, with --gpu-time and with --layers (which phase after a round's samples makes the map's ALNET 1.24
-#        times a synchronised call in a tight loop); with SRUN, the sweep after them (its workloads that fit)
+#        timed plain, with --gpu-time and with --layers (its phase now after the last round: the map's rows, which ran it
+#        after each round, had ALNET 1.24 times a synchronised call in a tight loop, the sweep's 1.01); with SRUN, the
+#        sweep after them (its workloads that fit)
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
