@@ -164,9 +164,10 @@ def test_the_layer_phase_asks_each_mode_once_for_every_timed_sample_and_fails_on
         failed.append((worker.name, reason))
         live.remove(worker)
 
-    _measure_layers(live, [0, 1, 2, 3], fail, phase_end=1e18)
+    _measure_layers(live, [0, 1, 2, 3], fail, limit_s=60.0)
     assert ok.sent == [{"cmd": "layers", "samples": [0, 1, 2, 3]}] and len(ok.layer_samples) == 4
     assert ok.phase_s == {"layers": 0.5}
+    assert time.monotonic() + 50 < ok.deadline <= time.monotonic() + 60, "its own per-case limit, from now"
     assert failed == [("grace", "worker exited")] and live == [ok]
     # each sample costs the warm calls and the measured one, at the median timed iteration
     assert layer_phase_s([ok], 10) == pytest.approx((layers.WARM_CALLS + 1) * 200e-6 * 10)

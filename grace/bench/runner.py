@@ -386,8 +386,8 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
                     fail(worker, str(e))
             longest = max(longest, time.monotonic() - round_begun)
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
-        if settings.worker.layers and timed:
-            _measure_layers(live, [s for samples in rounds[:timed] for s in samples], fail, phase_end)
+        if settings.worker.layers and timed:  # a phase of its own, under its own per-case limit
+            _measure_layers(live, [s for samples in rounds[:timed] for s in samples], fail, settings.timeout_s)
 
     for worker in live:
         worker.row["rounds"] = {"timed": timed, "planned": len(rounds)}
@@ -509,14 +509,15 @@ ROUND_FACTOR = 10.0  # ... or this many times the worker's slowest earlier round
 
 
 def _measure_layers(live: list[Worker], samples: list[int], fail: Callable[[Worker, str], None],
-                    phase_end: float) -> None:
+                    limit_s: float) -> None:
     """Each mode's host time by layer on the timed samples' inputs, one mode after another, after
     every timed round: the layer clock's wrappers go on and come off around each measured call
     (:meth:`grace.bench.worker.Case.layered`), and no timed sample may follow a call that ran with
-    them. Within the timing phase's limit; a worker that fails goes through ``fail``."""
+    them. Each worker within ``limit_s`` (the per-case limit, as each phase has); one that fails
+    goes through ``fail``."""
     for worker in list(live):
         try:
-            worker.deadline, worker.limit = phase_end, "the per-case limit"
+            worker.deadline, worker.limit = time.monotonic() + limit_s, "the per-case limit"
             worker.send({"cmd": "layers", "samples": samples})
             message = worker.receive("layers")
             worker.layer_samples.extend(message["layers_us"])
