@@ -542,6 +542,39 @@ def test_compile_together_starts_every_mode_before_waiting_and_release_memory_st
 
 
 @pytest.mark.slow
+def test_the_layer_phase_follows_every_timed_round_one_mode_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --layers no timed sample follows a call that ran with the layer clock's wrappers: each
+    mode's layer command comes after every round of every mode, and is answered before the next
+    mode's is sent (two workers measuring at once would share the timing core)."""
+    from grace.bench import runner
+
+    sent: list[tuple[str, str]] = []
+    send, receive = runner.Worker.send, runner.Worker.receive
+
+    def spy_send(self: Any, message: dict) -> None:
+        sent.append((message["cmd"], self.mode.name))
+        send(self, message)
+
+    def spy_receive(self: Any, expected: str) -> Any:
+        message = receive(self, expected)
+        if expected == "layers":
+            sent.append(("answered", self.mode.name))
+        return message
+
+    monkeypatch.setattr(runner.Worker, "send", spy_send)
+    monkeypatch.setattr(runner.Worker, "receive", spy_receive)
+    rows = _run(tmp_path, ["micro-mlp2"], "eager,pt2-nocg", layers=True)
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    commands = [c for c, _ in sent]
+    last_run, first_layers = max(i for i, c in enumerate(commands) if c == "run"), commands.index("layers")
+    assert last_run < first_layers, sent
+    assert [e for e in sent if e[0] in ("layers", "answered")] == [
+        ("layers", "eager"), ("answered", "eager"), ("layers", "pt2-nocg"), ("answered", "pt2-nocg")], sent
+    assert all(r["host_us"] and r["round_phases_s"]["layers"] > 0 for r in rows)
+
+
+@pytest.mark.slow
 def test_a_workload_short_of_time_writes_its_rows_with_fewer_rounds(tmp_path: Path) -> None:
     """A call's deadline cut workloads that had timed most of their rounds (STCLM all 20) before
     they wrote a row; with --end-after a workload stops at the rounds that fit, never fewer than
