@@ -387,6 +387,7 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
             longest = max(longest, time.monotonic() - round_begun)
             progress.advance(note=f"{target.workload.name}: round {r + 1}/{len(rounds)}")
         if settings.worker.layers and timed:  # a phase of its own, under its own per-case limit
+            progress.advance(0, note=f"{target.workload.name}: host time by layer, {len(live)} modes in turn")
             _measure_layers(live, [s for samples in rounds[:timed] for s in samples], fail, settings.timeout_s)
 
     for worker in live:
