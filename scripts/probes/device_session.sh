@@ -70,12 +70,11 @@
 #        each TP1_WORKLOADS on GPUs 2 and 3 side by side for half the call, then TP 4 of TP4_WORKLOADS on all four
 #        (with TP4_FIRST, TP 4 for the first half; an empty list skips its degree; SPLIT_MODES: a launch per mode);
 #        on two GPUs, TP 2 for half the call, then TP 1 of each TP1_WORKLOADS on the two side by side (no TP 4)
-#   STAGE=34 PRUN=<date> [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
-#        on one GPU, the map's two open rows: its training workloads again with autograd's backward thread pinned beside
-#        the timing thread (the benchmark's default since the map ran); ALNET and micro-mlp16 under PT2-CG and GraCE
-#        timed plain, with --gpu-time and with --layers (its phase now after the last round: the map's rows, which ran it
-#        after each round, had ALNET 1.24 times a synchronised call in a tight loop, the sweep's 1.01); with SRUN, the
-#        sweep after them (its workloads that fit)
+#   STAGE=34 PRUN=<date> MRUN=<date>-map [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
+#        on one GPU: ALNET and micro-mlp16 under PT2-CG and GraCE timed plain (no --layers, no --gpu-time: what the map's
+#        rows are to match), then the replay map MRUN with its layer phase after the last round and autograd's backward
+#        thread pinned (the map of 20261129-s40 ran the phase after each round: ALNET 704 us there, 570 in the sweep,
+#        566 in a tight loop); call again with the same MRUN to resume it; with SRUN, the sweep in what is left
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -94,11 +93,11 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     results/processed/upstream_cudagraph_trees_differ.md results/raw/probes/${PRUN:-none} results/raw/gpu_checks/${TRUN:-none} \
     results/raw/differential/${DRUN:-none} results/raw/differential/latest.txt \
     $( [ "$STAGE" = 17 ] && echo results/raw/lean_gain ) $( [ "$STAGE" = 17 ] || [ "$STAGE" = 21 ] && echo results/raw/harness_check ) \
-    $( [ "$STAGE" = 21 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
+    $( [ "$STAGE" = 21 ] || [ "$STAGE" = 34 ] && echo results/raw/replay_map/${MRUN:-none} results/processed/replay_map.csv \
        results/processed/replay_overhead.csv results/processed/replay_targets.csv figures/replay_overhead.p* ) \
     $( [ -n "${SRUN:-}" ] && echo results/raw/single_gpu/${SRUN} ) \
     $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
-    $( [ "$STAGE" = 34 ] && echo results/raw/replay_map/${PRUN:-none}-map-T results/raw/harness_check/${PRUN:-none}-phases-* ) \
+    $( [ "$STAGE" = 34 ] && echo results/raw/harness_check/${PRUN:-none}-plain ) \
     $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) \
     $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) \
     $( [ -n "${T3RUN:-}" ] && echo results/raw/table3/${T3RUN} results/raw/table3/${T3RUN}-tke tables/table3_pi_copy_debug.csv ) \
@@ -532,21 +531,15 @@ case "$STAGE" in
     fi
     [ -z "${TP4_FIRST:-}" ] && [ ${#G[@]} -ge 4 ] && tp4 $(( $(left) - 10 ))
     ;;
-  34)  # the map's open rows, one GPU: training with the backward thread pinned; the phases after a round's samples
+  34)  # one GPU: the plain reference the map's rows are to match, then the map (resumable), then the sweep's tail
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
-    CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 60 )) "$PY" -m grace.bench --workloads micro-mlp16-T,DR-T \
-      --modes pt2-nocg,pt2-cg,grace --layers --gpu-time --compile-together --repeat 50 --experiment replay_map \
-      --run-id "${PRUN}-map-T" > "$P/map_training.log" 2>&1
-    "$PY" -m grace.report.paired "results/raw/replay_map/${PRUN}-map-T/rows.jsonl" --baseline pt2-cg \
-      > "$P/map_training.paired.txt" 2>&1
-    for phases in plain gpu-time layers; do
-      [ "$(left)" -gt 150 ] || break
-      # shellcheck disable=SC2046
-      CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 30 )) "$PY" -m grace.bench --workloads ALNET,micro-mlp16 \
-        --modes pt2-cg,grace --compile-together --repeat 50 --experiment harness_check --run-id "${PRUN}-phases-$phases" \
-        $( [ $phases = plain ] || echo --$phases ) > "$P/phases.$phases.log" 2>&1
-    done
+    [ -f "results/raw/harness_check/${PRUN}-plain/rows.jsonl" ] || CUDA_VISIBLE_DEVICES=${G[0]} timeout 200 "$PY" -m grace.bench \
+      --workloads ALNET,micro-mlp16 --modes pt2-cg,grace --compile-together --repeat 50 --experiment harness_check \
+      --run-id "${PRUN}-plain" > "$P/plain.log" 2>&1
+    CUDA_VISIBLE_DEVICES=${G[0]} RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
+      bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
+    "$PY" -m grace.report.round_position "results/raw/replay_map/$MRUN/rows.jsonl" > "$OUT/round_position.$STAGE.txt" 2>&1
     [ -n "${SRUN:-}" ] && [ "$(left)" -gt 150 ] && sweep "${G[0]}" strict
     ;;
 esac
