@@ -49,16 +49,19 @@ def _between(case, variant: str, gap_s: float) -> Callable[[], None]:
 def child(args) -> None:
     from grace.bench.modes import MODES
     from grace.bench.precision import exact_float32
-    from grace.bench.pinning import pin_timing_thread
+    from grace.bench.pinning import pin_backward_thread, pin_timing_thread
     from grace.bench.worker import Case
     from grace.bench.workloads import get
 
     exact_float32()
+    core = max(os.sched_getaffinity(0))
     if args.device.startswith("cuda"):
-        pin_timing_thread(max(os.sched_getaffinity(0)))  # as the benchmark's worker times
+        pin_timing_thread(core)  # as the benchmark's worker times
     workload = get(args.workload)
     case = Case(workload, MODES[args.mode], args.device, workload.batch_size, args.size, check_after=True)
     case.warm_up(5)
+    if args.device.startswith("cuda") and workload.kind == "training":
+        pin_backward_thread(core, args.device)  # and its backward, as the worker's --pin-backward does
     reference = case.reference
     places: dict[str, list[list[float]]] = {v: [[] for _ in range(PLACES)] for v in VARIANTS}
     sample = 0
