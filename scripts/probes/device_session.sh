@@ -540,6 +540,9 @@ case "$STAGE" in
     CUDA_VISIBLE_DEVICES=${G[0]} RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
       bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
     "$PY" -m grace.report.round_position "results/raw/replay_map/$MRUN/rows.jsonl" > "$OUT/round_position.$STAGE.txt" 2>&1
+    # does the map time what the plain run does? (ALNET and micro-mlp16, PT2-CG and GraCE)
+    "$PY" -m grace.report.runs_side_by_side "results/raw/harness_check/${PRUN}-plain/rows.jsonl" \
+      "results/raw/replay_map/$MRUN/rows.jsonl" > "$P/plain_vs_map.txt" 2>&1
     [ -n "${SRUN:-}" ] && [ "$(left)" -gt 150 ] && sweep "${G[0]}" strict
     ;;
 esac
