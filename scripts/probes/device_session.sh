@@ -74,7 +74,8 @@
 #        on one GPU: ALNET and micro-mlp16 under PT2-CG and GraCE timed plain (no --layers, no --gpu-time: what the map's
 #        rows are to match), then the replay map MRUN with its layer phase after the last round and autograd's backward
 #        thread pinned (the map of 20261129-s40 ran the phase after each round: ALNET 704 us there, 570 in the sweep,
-#        566 in a tight loop); call again with the same MRUN to resume it; with SRUN, the sweep in what is left
+#        566 in a tight loop), after scripts/probes/kept_out_pool.py on EOS (GraCE, PT2-CG); call again with the same
+#        MRUN to resume it; with SRUN, the sweep in what is left
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -537,6 +538,11 @@ case "$STAGE" in
     [ -f "results/raw/harness_check/${PRUN}-plain/rows.jsonl" ] || CUDA_VISIBLE_DEVICES=${G[0]} timeout 200 "$PY" -m grace.bench \
       --workloads ALNET,micro-mlp16 --modes pt2-cg,grace --compile-together --repeat 50 --experiment harness_check \
       --run-id "${PRUN}-plain" > "$P/plain.log" 2>&1
+    # where a kept-out function's graph-pool memory comes from (EOS under GraCE: no graph, 84 MB in pools)
+    for m in grace pt2-cg; do
+      [ -f "$P/kept_out_pool.EOS.$m.txt" ] || CUDA_VISIBLE_DEVICES=${G[0]} timeout 120 "$PY" scripts/probes/kept_out_pool.py \
+        --mode $m --workload EOS > "$P/kept_out_pool.EOS.$m.txt" 2>&1
+    done
     CUDA_VISIBLE_DEVICES=${G[0]} RUN_ID=${MRUN:?} STOP_AFTER=$(( $(left) - 150 )) \
       bash scripts/run_replay_map.sh > "$OUT/replay_map.$STAGE.log" 2>&1
     "$PY" -m grace.report.round_position "results/raw/replay_map/$MRUN/rows.jsonl" > "$OUT/round_position.$STAGE.txt" 2>&1
