@@ -22,7 +22,7 @@ class WorkerOptions:
     release_memory: bool = False  # return cached GPU memory between timed chunks
     gpu_time: bool = False  # after each timed sample, one more iteration's device time alone
     check_after: bool = True  # outputs kept and checked after a chunk's samples, not between them
-    layers: bool = False  # after each timed sample, one more iteration's host time split by layer
+    layers: bool = False  # after the last timed round, one more iteration per sample, its host time by layer
     distinct_inputs: int = 0  # timed samples cycle over this many inputs, warmed up first (0: each its own)
     rewarm_ms: int = 20  # untimed iterations before each round's timed samples, for at least this long
     lead_in_below_us: int = 10_000  # one untimed iteration right before each timed sample shorter than this
@@ -72,9 +72,10 @@ FLAGS: dict[str, str] = {
     "gpu_time": "after each timed sample, time one more iteration's device work alone (the GPU held behind "
                 "a sleeping kernel while the host queues it): the rows' gpu_us, which Figure 9 plots "
                 "beside the per-iteration time",
-    "layers": "after each timed sample, time one more iteration with a clock at each layer's entry (Dynamo, "
-              "AOTAutograd, Inductor's output code, the CUDA graph tree, the node's replay, PI, the launch): the "
-              "rows' layers_us and host_us (grace.bench.layers)",
+    "layers": "after the last timed round, one mode after another, time one more iteration per timed sample "
+              "with a clock at each layer's entry (Dynamo, AOTAutograd, Inductor's output code, the CUDA graph "
+              "tree, the node's replay, PI, the launch), so that no timed sample follows the clock's wrappers: "
+              "the rows' layers_us and host_us (grace.bench.layers)",
     "distinct_inputs": "timed samples cycle over this many inputs (at least 2, so that consecutive calls differ "
                        "and stale data shows), each of which the warm-up runs four times first, as TorchBench "
                        "times the same example input over and over (for workloads whose shapes follow their "

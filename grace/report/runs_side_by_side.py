@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from grace.bench.results import read_rows
+from grace.report.records import format_rows
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,14 @@ def pairs(first: Sequence[dict[str, Any]], second: Sequence[dict[str, Any]],
 
 
 def render(found: list[Pair], first_name: str, second_name: str) -> str:
-    header = (f"{'workload':<14} {'mode':<16} {'first: median (p10-p90)':>30} {'second: median (p10-p90)':>30}"
-              f" {'second/first':>12}")
-    lines = [f"first: {first_name}", f"second: {second_name}",
-             "(per-iteration us; two runs, not interleaved: a check of the harness, not a speedup)", header]
-    for p in found:
-        cells = [f"{s.median:,.1f} ({s.p10:,.1f}-{s.p90:,.1f})" for s in (p.first, p.second)]
-        lines.append(f"{p.workload:<14} {p.mode:<16} {cells[0]:>30} {cells[1]:>30} {p.ratio:>12.3f}")
-    if not found:
-        lines.append("no (workload, mode) has timed samples in both runs")
-    return "\n".join(lines)
+    def cell(side: Side) -> str:
+        return f"{side.median:,.1f} ({side.p10:,.1f}-{side.p90:,.1f})"
+
+    table = format_rows([{"workload": p.workload, "mode": p.mode, "first: median (p10-p90)": cell(p.first),
+                          "second: median (p10-p90)": cell(p.second), "second/first": f"{p.ratio:.3f}"}
+                         for p in found]) if found else "no (workload, mode) has timed samples in both runs"
+    return "\n".join([f"first: {first_name}", f"second: {second_name}",
+                      "(per-iteration us; two runs, not interleaved: a check of the harness, not a speedup)", table])
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -55,6 +55,7 @@ def child(args) -> None:
     import torch
     from torch._inductor.cudagraph_trees import get_manager
 
+    from grace import trees
     from grace.bench.modes import MODES
     from grace.bench.precision import exact_float32
     from grace.bench.worker import Case
@@ -72,22 +73,13 @@ def child(args) -> None:
     torch.cuda.synchronize()
     manager = get_manager(torch.cuda.current_device(), create_if_none_exists=False)
     tree_pool = getattr(manager, "cuda_graphs_thread_pool", None)
-    graphs = sum(1 for _ in _nodes(manager)) if manager is not None else 0
+    graphs = len(trees.nodes(manager)) if manager is not None else 0
     print(f"{args.mode} {args.workload}: tree manager {'present' if manager is not None else 'none'}, "
           f"{graphs} recorded graphs, real tree's pool {tree_pool}")
     report("after warm-up and iterations", torch.cuda.memory_snapshot(), tree_pool)
     gc.collect()
     torch.cuda.empty_cache()
     report("after gc.collect() and empty_cache()", torch.cuda.memory_snapshot(), tree_pool)
-
-
-def _nodes(manager: Any):
-    """Every recorded node of ``manager``'s tree."""
-    stack = [n for roots in (manager.roots or {}).values() for n in roots]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(c for children in node.children.values() for c in children)
 
 
 def main() -> int:
