@@ -19,7 +19,8 @@
 # a later call (grace.bench.walls); WALLS_STRICT=1 holds the first to that too, and starts none
 # whose wall time is unknown (a call that began with other work). SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress,
 # with the time left, is printed as workloads finish. WORKLOADS=micro runs the eight
-# micro-workloads only (minutes). Extra arguments go to `python -m grace.bench`. On a machine
+# micro-workloads only (minutes). A config line's together=N warm-ups at once scale to the GPU's
+# memory (WAVE_GIB overrides what nvidia-smi says). Extra arguments go to `python -m grace.bench`. On a machine
 # of several GPUs, without SHARD or SHARDS, each visible GPU runs its own shard side by side
 # through scripts/run_sharded.sh (CUDA_VISIBLE_DEVICES picks them; PER_GPU=0 runs one shard
 # after another on the first instead): every workload's modes still interleave on one GPU.
@@ -48,6 +49,10 @@ stop=()
 [ -n "${END_AFTER:-}" ] && stop+=(--end-after "$END_AFTER")
 [ -n "${WALLS_FROM:-}" ] && stop+=(--walls-from "$WALLS_FROM")
 [ -n "${WALLS_STRICT:-}" ] && stop+=(--walls-strict)
+# config lines' together=N (written for an 80 GB H100) scale to the smallest GPU's memory, or WAVE_GIB's
+gib=${WAVE_GIB:-$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null \
+  | sort -n | head -1 | awk '{ printf "%.1f", $1 / 1024 }')}
+[ -n "$gib" ] && stop+=(--wave-gib "$gib")
 if [ -n "${SHARD:-}" ]; then
   shards=("$SHARD")
 else

@@ -237,6 +237,18 @@ def test_with_distinct_inputs_timed_samples_cycle_over_inputs_the_warm_up_ran_fo
         WorkerOptions(distinct_inputs=1)
 
 
+def test_device_time_is_measured_on_every_nth_sample_of_each_round() -> None:
+    """``--gpu-time-every 4``: a quarter of the samples, spread over the rounds (numbered across them)."""
+    from grace.bench.worker import device_timed
+
+    rounds = [list(range(r * 5, r * 5 + 5)) for r in range(4)]
+    picked = [device_timed(samples, 4) for samples in rounds]
+    assert picked == [[0, 4], [8], [12], [16]]
+    assert [device_timed(samples, 1) for samples in rounds] == rounds, "the default: every sample"
+    with pytest.raises(ValueError, match="gpu-time-every"):
+        WorkerOptions(gpu_time_every=0)
+
+
 def test_a_config_line_can_cycle_its_timed_samples_over_a_few_inputs() -> None:
     from grace.bench.configs import parse_options
     from grace.bench.runner import settings_for
@@ -862,6 +874,10 @@ def test_a_targets_line_sets_its_repeat_timeout_memory_release_and_start_waves()
     assert [wave_size(settings, t, 7) for t in (plain, heavy, paired)] == [7, 1, 3]
     apart = dataclasses.replace(settings, compile_together=False)
     assert [wave_size(apart, t, 7) for t in (plain, heavy, paired)] == [1, 1, 3]
+    h100, h200 = (dataclasses.replace(settings, wave_gib=g) for g in (79.6, 140.4))
+    assert [wave_size(h100, t, 7) for t in (plain, heavy, paired)] == [7, 1, 3], "an H100's 79.6 GiB keeps N"
+    assert [wave_size(h200, t, 7) for t in (plain, heavy, paired)] == [7, 1, 5], "an H200 warms up more at once"
+    assert wave_size(h200, paired, 4) == 4, "never more than the workload's modes"
     assert first_first([plain, heavy, paired]) == [paired, plain, heavy]
     assert shard(first_first([plain, heavy, paired]), 1, 2)[0] is paired, "a first target starts a runner's list"
 
@@ -1428,11 +1444,12 @@ def test_runner_flags_are_declared_once_on_the_settings(tmp_path: Path) -> None:
     assert defaults == runner.Settings(run_id="r")
     flagged = [f.name for f in dataclasses.fields(runner.Settings) if "flag" in f.metadata]
     assert {"repeat", "chunk", "timeout_s", "experiment", "device", "size", "scg_cache", "timing_lock",
-            "stop_after_s", "end_after_s", "compile_together", "walls_from", "walls_strict"} == set(flagged)
+            "stop_after_s", "end_after_s", "compile_together", "walls_from", "walls_strict", "wave_gib"} == set(flagged)
     args = parser.parse_args(["--repeat", "7", "--timeout", "9.5", "--size", "tiny", "--scg-cache", "rel/cache",
                               "--end-after", "30", "--compile-together", "--walls-from", "single_gpu/x",
-                              "--walls-strict"])
+                              "--walls-strict", "--wave-gib", "140.4"])
     got = runner.Settings.from_args(args, run_id="r", pin_cpu=3)
+    assert got.wave_gib == 140.4
     assert (got.repeat, got.timeout_s, got.size, got.end_after_s, got.compile_together, got.pin_cpu) == (
         7, 9.5, "tiny", 30.0, True, 3)
     assert (got.walls_from, got.walls_strict) == ("single_gpu/x", True)

@@ -30,6 +30,13 @@ def test_device_time_of_an_iteration_is_isolated_from_the_host() -> None:
     case.step = lambda fn, module, inputs: (step(fn, module, inputs), torch.ones(1, device="cuda").item())
     case._sleep_cycles = 1 << 26  # two doublings to the limit
     assert case.gpu_timed(0) is None
+    assert case.gpu_time_unavailable and "head start" in case.gpu_time_unavailable
+
+    def must_not_run(fn, module, inputs):
+        raise AssertionError("a step that cannot be isolated is not run again for its device time")
+
+    case.step = must_not_run
+    assert case.gpu_timed(1) is None, "given up for the rest of the run"
 
 
 def test_autograd_backward_thread_is_found_and_pinned_to_the_timing_core() -> None:

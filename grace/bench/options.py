@@ -21,6 +21,7 @@ class WorkerOptions:
     inner: int = 1  # iterations per timed sample, run back to back and synchronised once
     release_memory: bool = False  # return cached GPU memory between timed chunks
     gpu_time: bool = False  # after each timed sample, one more iteration's device time alone
+    gpu_time_every: int = 1  # with gpu_time, only after timed samples whose number is a multiple of this
     check_after: bool = True  # outputs kept and checked after a chunk's samples, not between them
     layers: bool = False  # after the last timed round, one more iteration per sample, its host time by layer
     distinct_inputs: int = 0  # timed samples cycle over this many inputs, warmed up first (0: each its own)
@@ -35,6 +36,8 @@ class WorkerOptions:
                              f"{self.rewarm_ms} and {self.lead_in_below_us}")
         if self.inner < 1:
             raise ValueError(f"--inner must be at least 1, not {self.inner}")
+        if self.gpu_time_every < 1:
+            raise ValueError(f"--gpu-time-every must be at least 1, not {self.gpu_time_every}")
         if self.distinct_inputs == 1:
             # one input over and over would let a replay that reads the previous call's inputs
             # (stale data) pass every check: consecutive samples must differ
@@ -72,6 +75,9 @@ FLAGS: dict[str, str] = {
     "gpu_time": "after each timed sample, time one more iteration's device work alone (the GPU held behind "
                 "a sleeping kernel while the host queues it): the rows' gpu_us, which Figure 9 plots "
                 "beside the per-iteration time",
+    "gpu_time_every": "with --gpu-time, time the device work only after the timed samples whose number is a multiple "
+                      "of this (4: a quarter of them, spread over every round): an iteration's device time varies "
+                      "little, and each measurement costs an iteration and the sleep ahead of it",
     "layers": "after the last timed round, one mode after another, time one more iteration per timed sample "
               "with a clock at each layer's entry (Dynamo, AOTAutograd, Inductor's output code, the CUDA graph "
               "tree, the node's replay, PI, the launch), so that no timed sample follows the clock's wrappers: "

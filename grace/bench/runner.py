@@ -69,6 +69,7 @@ class WorkerFailed(Exception):
 
 
 MIN_ROUNDS = 4  # rounds a workload times whatever --end-after says: 20 samples a mode at chunk 5
+CONFIG_GPU_GIB = 80.0  # the GPU memory the configs' wave sizes (together=N) were written for: an H100's
 
 
 def _flag(default: Any, flag: str, help: str, **argparse_options: Any) -> Any:
@@ -112,6 +113,10 @@ class Settings:
         False, "--walls-strict", "with --walls-from, every workload of the call, its first too, starts only if its "
         "wall time there is known and fits: for a call that goes on with the sweep after other work, whose time left "
         "a later call would exceed")
+    wave_gib: float = _flag(
+        CONFIG_GPU_GIB, "--wave-gib", "the GPU's memory in GiB, to which config lines' together=N scale: they are "
+        f"written for an H100 of {CONFIG_GPU_GIB:g} GB, and a larger GPU warms up N x GIB / {CONFIG_GPU_GIB:g} modes "
+        "at once (scripts/run_single_gpu_experiments.sh passes the GPU's)", type=float, metavar="GIB")
     worker: WorkerOptions = WorkerOptions()  # how each worker times (warm-up, inner, coverage, ...)
     results_dir: Path = results.RESULTS_DIR
 
@@ -154,9 +159,11 @@ def settings_for(settings: Settings, target: Target) -> Settings:
 
 def wave_size(settings: Settings, target: Target, modes: int) -> int:
     """How many of ``target``'s mode workers start at once: every one under
-    ``compile_together``, one after another otherwise, unless its config line says."""
+    ``compile_together``, one after another otherwise, unless its config line says; a line's
+    ``together=N`` scaled to the GPU's memory (``--wave-gib``), rounded down (an H100's 79.6 GiB
+    keeps N), at most ``modes``."""
     if target.together:
-        return target.together
+        return max(1, min(modes, int(target.together * settings.wave_gib / CONFIG_GPU_GIB + 0.05)))
     if settings.compile_together and not target.release_memory:
         return modes
     return 1
@@ -272,7 +279,7 @@ def base_row(settings: Settings, target: Target, mode: Mode, compiled_together: 
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
         "worker": dataclasses.asdict(settings.worker), "pinned_cpu": settings.pin_cpu,
         "compiled_together": compiled_together, "workload_wall_s": None, "gpu_us": None,
-        "gpu_samples_us": None, "layers_us": None, "host_us": None,
+        "gpu_samples_us": None, "gpu_time_unavailable": None, "layers_us": None, "host_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
@@ -474,7 +481,7 @@ def exclusive(lock_path: Path | None, what: str) -> Iterator[None]:
 
 
 SUMMARY_KEYS = ("switches", "peak_replay_mem_bytes", "graph_pool_bytes", "cuda_graphs", "cudagraph_skips",
-                "partition_reasons", "check", "scg", "pi", "coverage")
+                "partition_reasons", "check", "scg", "pi", "coverage", "gpu_time_unavailable")
 
 
 def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:

@@ -21,8 +21,9 @@ compiled and the eager step: both then draw the same masks. That applies to ever
 workload alike, so the modes stay comparable. ``scg`` is SCG's decision
 report for the process (:mod:`grace.scg.report`), or None where SCG decided nothing.
 
-With ``--gpu-time``, each timed sample is followed by one more iteration on the same input
-sample whose device time alone is measured (:meth:`Case.gpu_timed`): what the GPU spends on an
+With ``--gpu-time``, each timed sample (or each whose number is a multiple of
+``--gpu-time-every``) is followed by one more iteration on the same input sample whose device time
+alone is measured (:meth:`Case.gpu_timed`): what the GPU spends on an
 iteration (input copies, pointer writes, a prelude kernel, the replay) apart from the host's
 part, as the paper's Figure 9 compares its ways of dereferencing pointers. With ``--layers``,
 after every timed round, one more iteration per timed sample is timed with a clock at each
@@ -131,6 +132,8 @@ class Case:
             torch.compile(model, mode=mode.compile_mode) if mode.compiled else model)
         self.peak_mem = 0
         self._sleep_cycles = 1 << 20  # gpu_timed's head start for the host: about 0.6 ms on an H100
+        # why gpu_timed gave up for the rest of the run (the longest head start was not enough), or None
+        self.gpu_time_unavailable: str | None = None
         self._last_gpu_inputs: tuple = ()  # held until the next gpu_timed call has made its own
         self.check_after = check_after
         self._unchecked: list[tuple[int, Any]] = []  # (sample, kept output), with check_after
@@ -291,12 +294,18 @@ class Case:
         the events around it time the device's work alone, without the gaps where the GPU
         waits for the host. If the host was still queuing when the sleep ended, the sleep is
         doubled and the iteration run again; an iteration that waits for the device itself
-        (a ``.item()``) never gets ahead, and gives None. The previous call's inputs are held
-        while this one's are made, so that the two never share addresses: a replay that
-        updates pointers (PI) then does so on every measured call, as on every timed one.
+        (a ``.item()``) never gets ahead, and gives None. Once the longest head start
+        (:data:`MAX_SLEEP_CYCLES`) was not enough, every later call gives None at once
+        (:attr:`gpu_time_unavailable` says why): the doubled sleep stays, and each further try
+        would cost the longest sleep for nothing (about 75 ms a sample). The previous call's
+        inputs are held while this one's are made, so that the two never share addresses: a
+        replay that updates pointers (PI) then does so on every measured call, as on every
+        timed one.
         """
         import torch
 
+        if self.gpu_time_unavailable is not None:
+            return None
         args = self.inputs(sample)
         self._last_gpu_inputs = args
         start, end, slept = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
@@ -315,6 +324,10 @@ class Case:
             if host_was_ahead:
                 return start.elapsed_time(end) * 1e3
             if self._sleep_cycles >= MAX_SLEEP_CYCLES:
+                self.gpu_time_unavailable = (
+                    f"the host was still queuing the iteration after a head start of {MAX_SLEEP_CYCLES} cycles: "
+                    "it waits for the device inside (a .item(), a data-dependent shape) or its host work outlasts "
+                    "the head start")
                 return None
             self._sleep_cycles *= 2
 
@@ -378,6 +391,7 @@ class Case:
             "scg": {"summary": report.summarize(scg), "graphs": [asdict(r) for r in scg]} if scg else None,
             "pi": {"summary": pi_report.summarize(pi), "graphs": [asdict(r) for r in pi]} if pi else None,
             "peak_replay_mem_bytes": self.peak_mem if self.cuda else None,
+            "gpu_time_unavailable": self.gpu_time_unavailable,
             "graph_pool_bytes": trees.graph_pool_bytes() if self.cuda else None,
             "cuda_graphs": count_cuda_graphs() if self.cuda else 0,
             "cudagraph_skips": skips.skips,
@@ -385,6 +399,12 @@ class Case:
             "check": (self.reference.summary(fallback_random=self.workload.stochastic)
                       if self.reference is not None else Reference.unchecked()),
         }
+
+
+def device_timed(samples: list[int], every: int) -> list[int]:
+    """The samples of a round whose device time ``--gpu-time`` measures: those whose number is a
+    multiple of ``every`` (``--gpu-time-every``), so that the measured ones spread over every round."""
+    return [s for s in samples if s % every == 0]
 
 
 def count_cuda_graphs() -> int:
@@ -459,7 +479,7 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
             gpu_us = None
             if args.gpu_time and case.cuda:
                 with phases("gpu_time"):
-                    gpu_us = [case.gpu_timed(s) for s in command["samples"]]
+                    gpu_us = [case.gpu_timed(s) for s in device_timed(command["samples"], args.gpu_time_every)]
             send({"event": "samples", "us": us, "gpu_us": gpu_us, "phase_s": phases.seconds})
             if args.release_memory:
                 case.release_memory()

@@ -159,7 +159,7 @@ sweep() {
   CUDA_VISIBLE_DEVICES=$1 RUN_ID=${SRUN:?} STOP_AFTER=$(( $(left) - 240 )) WALLS_STRICT=${2:+1} REPEAT=${SWEEP_REPEAT:-100} \
     END_AFTER=$(( $(left) - 25 )) WALLS_FROM=${WALLS_FROM-single_gpu/20261127-s25-sweep} \
     bash scripts/run_single_gpu_experiments.sh \
-    ${SWEEP_ARGS:---gpu-time --compile-together} >> "$OUT/sweep.$STAGE.log" 2>&1
+    ${SWEEP_ARGS:---gpu-time --gpu-time-every 4 --compile-together} >> "$OUT/sweep.$STAGE.log" 2>&1
 }
 
 K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep,dropout,mutate_input  # every kind of the differential test
@@ -343,7 +343,7 @@ case "$STAGE" in
     if [ -n "${SRUN:-}" ] && [ ${#G[@]} -gt 2 ]; then
       # shellcheck disable=SC2086
       CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${G[*]:2}") RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
-        bash scripts/run_single_gpu_experiments.sh ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+        bash scripts/run_single_gpu_experiments.sh ${SWEEP_ARGS:---gpu-time --gpu-time-every 4 --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
     fi
     wait
     ;;
@@ -404,7 +404,7 @@ case "$STAGE" in
       if [ -n "${SRUN:-}" ]; then
         CUDA_VISIBLE_DEVICES=${G[$((3 % ${#G[@]}))]} RUN_ID=$SRUN STOP_AFTER=$(( $(left) - 240 )) \
           END_AFTER=$(( $(left) - 25 )) bash scripts/run_single_gpu_experiments.sh \
-          ${SWEEP_ARGS:---gpu-time --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
+          ${SWEEP_ARGS:---gpu-time --gpu-time-every 4 --compile-together} > "$OUT/sweep.$STAGE.log" 2>&1
       fi ) &
     wait
     ;;
