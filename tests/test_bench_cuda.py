@@ -31,6 +31,8 @@ def test_device_time_of_an_iteration_is_isolated_from_the_host() -> None:
     case._sleep_cycles = 1 << 26  # two doublings to the limit
     assert case.gpu_timed(0) is None
     assert case.gpu_time_unavailable and "head start" in case.gpu_time_unavailable
+    busy = case.device_busy(2)
+    assert len(busy) == 2 and all(b > 0 for b in busy), "its device time comes from a profile instead"
 
     def must_not_run(fn, module, inputs):
         raise AssertionError("a step that cannot be isolated is not run again for its device time")

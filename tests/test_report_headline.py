@@ -51,3 +51,18 @@ def test_the_runs_gpu_hours_sum_each_workloads_latest_wall_time() -> None:
     assert one_gpu_hours(rows) == (1.5, 2, 1)
     table = markdown(records(rows), "R", one_gpu_hours(rows))
     assert "Its 2 workloads took 1.50 h of GPU time" in table and "1 more ran before" in table
+
+
+def test_a_device_time_the_events_could_not_isolate_comes_from_the_profile_and_is_marked() -> None:
+    from grace.report.headline import PROFILED_MARK
+
+    rows = [_row("ST", "pt2-nocg", 300.0), _row("ST", "pt2-cg", 200.0),
+            {**_row("ST", "grace", 100.0), "gpu_busy_us": [60.0, 40.0, 50.0]},
+            _row("A", "pt2-nocg", 300.0), _row("A", "pt2-cg", 200.0),
+            {**_row("A", "grace", 100.0, gpu=80.0), "gpu_busy_us": [10.0]}]
+    recs = {r["workload"]: r for r in records(rows)}
+    assert (recs["ST"]["iter_over_device"], recs["ST"]["device_from"]) == (2.0, "profile")
+    assert (recs["A"]["iter_over_device"], recs["A"]["device_from"]) == (1.25, "events"), "the events' come first"
+    table = markdown(records(rows), "R")
+    assert f"| 2.00{PROFILED_MARK} |" in table and f"| 1.25{PROFILED_MARK}" not in table
+    assert f"{PROFILED_MARK} the device time is a profile's" in table

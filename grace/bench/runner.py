@@ -279,7 +279,8 @@ def base_row(settings: Settings, target: Target, mode: Mode, compiled_together: 
         "device": settings.device, "size": settings.size, "repeat": settings.repeat,
         "worker": dataclasses.asdict(settings.worker), "pinned_cpu": settings.pin_cpu,
         "compiled_together": compiled_together, "workload_wall_s": None, "gpu_us": None,
-        "gpu_samples_us": None, "gpu_time_unavailable": None, "layers_us": None, "host_us": None,
+        "gpu_samples_us": None, "gpu_time_unavailable": None, "gpu_busy_us": None, "layers_us": None,
+        "host_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
         "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
@@ -481,7 +482,7 @@ def exclusive(lock_path: Path | None, what: str) -> Iterator[None]:
 
 
 SUMMARY_KEYS = ("switches", "peak_replay_mem_bytes", "graph_pool_bytes", "cuda_graphs", "cudagraph_skips",
-                "partition_reasons", "check", "scg", "pi", "coverage", "gpu_time_unavailable")
+                "partition_reasons", "check", "scg", "pi", "coverage", "gpu_time_unavailable", "gpu_busy_us")
 
 
 def _finish_row(worker: Worker, message: dict[str, Any]) -> dict[str, Any]:

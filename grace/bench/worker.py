@@ -10,7 +10,7 @@ the protocol; stderr goes to the case's log file):
     runner -> {"cmd": "layers", "samples": [...]}            with --layers, once, after every timed round
     worker -> {"event": "layers", "layers_us": [{...}, ...], "seconds": ...}
     runner -> {"cmd": "finish"}
-    worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., "scg": ..., ...}
+    worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., "scg": ..., "gpu_busy_us": ...}
     worker -> {"event": "error", "error": "..."}             at any point, then exit 1
 
 Every timed iteration gets a fresh input sample, and its output is compared, after the clock
@@ -57,6 +57,7 @@ from grace.bench.workloads import SIZES, Workload, get
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
 COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
+BUSY_ITERATIONS = 5  # iterations profiled for their device-busy time where gpu_timed gave up
 REWARM_MIN_ITERATIONS = 1  # Case.rewarm's least, whatever its time: the cold first sample of a round
 # weighs least where an iteration is long (DR-T's 7 ms: 2%), and XLNET-T's takes 270 ms
 REWARM_MAX_ITERATIONS = 1000  # and its most, whatever its time
@@ -376,6 +377,20 @@ class Case:
         cov = measure(step, iterations)
         return {**asdict(cov), "share": cov.share, "iterations": iterations}
 
+    def device_busy(self, iterations: int) -> list[float]:
+        """Device-busy microseconds of ``iterations`` profiled steps on warm-up inputs, untimed
+        (:mod:`grace.bench.device_busy`): the device time of a step ``gpu_timed`` cannot isolate."""
+        from grace.bench import device_busy
+
+        samples = self.warm_up_samples(iterations)[:iterations]
+        inputs = [self.inputs(s) for s in samples]  # made before the profiler starts
+
+        def step(i: int) -> None:
+            self.seed(samples[i])
+            self.step(self.fn, self.model, inputs[i])
+
+        return device_busy.measure(step, iterations)
+
     def summary(self, skips: SkipLog) -> dict[str, Any]:
         from dataclasses import asdict
 
@@ -491,7 +506,9 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
             send({"event": "layers", "layers_us": layers_us, "seconds": round(time.perf_counter() - begun, 3)})
         elif command["cmd"] == "finish":
             coverage = case.coverage(args.coverage) if args.coverage and case.cuda else None
-            send({"event": "summary", **case.summary(skips), "coverage": coverage})
+            # device time from a profile where the events could not isolate it (grace.bench.device_busy)
+            busy = case.device_busy(BUSY_ITERATIONS) if args.gpu_time and case.gpu_time_unavailable else None
+            send({"event": "summary", **case.summary(skips), "coverage": coverage, "gpu_busy_us": busy})
             return
         else:
             raise ValueError(f"unknown command {command!r}")

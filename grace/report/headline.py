@@ -3,7 +3,9 @@
 For each workload of the run (``scripts/run_single_gpu_experiments.sh``), in row order: the
 per-iteration medians of the three modes, GraCE over PT2-CG and over the better of the two
 stock modes (ratios of medians, above 1 faster), GraCE's iteration over its device time where
-the run measured it (``--gpu-time``), and the paper's value where its text gives one. A row
+the run measured it (``--gpu-time``: between events where the host got ahead of the device, else
+the busy time of a profile, :mod:`grace.bench.device_busy`, marked), and the paper's value where
+its text gives one. A row
 that is not right (a mismatch, an error, a timeout) shows its status instead of numbers; one
 judged against PT2-NoCG because eager is no reference (:mod:`grace.report.judge`) says so.
 The last row is the geometric mean over the workloads whose three modes are all right.
@@ -21,7 +23,9 @@ from grace.report.judge import NOCG_REFERENCE, OK
 
 MODES = ("pt2-nocg", "pt2-cg", "grace")
 COLUMNS = ("workload", "pt2_nocg_us", "pt2_cg_us", "grace_us", "grace_over_pt2_cg", "grace_over_best_stock",
-           "iter_over_device", "status", "paper")
+           "iter_over_device", "device_from", "status", "paper")
+PROFILED = "profile"  # device_from where the device time is a profile's busy time
+PROFILED_MARK = "\u2020"  # after such a ratio in the table, with a note under it
 
 # What the paper's text states per workload (its Figure 10 is a chart): section 5.1.
 PAPER: dict[str, str] = {
@@ -35,6 +39,18 @@ PAPER_GEOMEAN = "GraCE 1.29x over PT2-CG (geomean of 25)"
 
 def _median(row: Optional[dict]) -> Optional[float]:
     return None if row is None or not row.get("iter_us") else row["iter_us"]["median"]
+
+
+def device_us(row: dict) -> tuple[Optional[float], Optional[str]]:
+    """The row's device time per iteration and where it comes from: the median of ``gpu_us``
+    (``"events"``), else of ``gpu_busy_us`` (:data:`PROFILED`), else nothing."""
+    events = (row.get("gpu_us") or {}).get("median")
+    if events:
+        return events, "events"
+    busy = sorted(row.get("gpu_busy_us") or [])
+    if busy:
+        return busy[len(busy) // 2] if len(busy) % 2 else (busy[len(busy) // 2 - 1] + busy[len(busy) // 2]) / 2, PROFILED
+    return None, None
 
 
 def records(rows: Sequence[dict]) -> list[dict[str, Any]]:
@@ -57,10 +73,10 @@ def records(rows: Sequence[dict]) -> list[dict[str, Any]]:
             continue
         nocg, cg, grace = (_median(mine[m]) for m in MODES)
         assert nocg and cg and grace
-        device = (mine["grace"].get("gpu_us") or {}).get("median")
+        device, source = device_us(mine["grace"])
         rec.update(pt2_nocg_us=round(nocg, 1), pt2_cg_us=round(cg, 1), grace_us=round(grace, 1),
                    grace_over_pt2_cg=round(cg / grace, 3), grace_over_best_stock=round(min(nocg, cg) / grace, 3),
-                   iter_over_device=round(grace / device, 2) if device else None,
+                   iter_over_device=round(grace / device, 2) if device else None, device_from=source,
                    status=NOCG_REFERENCE if any(c.reference == BASELINE for c in cells.values()) else OK)
         out.append(rec)
     right = [r for r in out if r["grace_over_pt2_cg"] is not None]
@@ -97,8 +113,13 @@ def markdown(recs: Sequence[dict], run_id: str, hours: Optional[tuple[float, int
         formats = (("pt2_nocg_us", "{:,.1f}"), ("pt2_cg_us", "{:,.1f}"), ("grace_us", "{:,.1f}"),
                    ("grace_over_pt2_cg", "{:.3f}"), ("grace_over_best_stock", "{:.3f}"), ("iter_over_device", "{:.2f}"))
         shown = ["" if r[k] is None else f.format(r[k]) for k, f in formats]
+        if r["device_from"] == PROFILED:
+            shown[-1] += PROFILED_MARK
         note = " (judged against PT2-NoCG)" if r["status"] == NOCG_REFERENCE else ""
         lines.append(f"| {r['workload']}{note} | " + " | ".join(shown) + f" | {r['paper']} |")
+    if any(r["device_from"] == PROFILED for r in recs):
+        lines += ["", f"{PROFILED_MARK} the device time is a profile's: the time the GPU was busy (the iteration "
+                      "waits for the device inside, so the events around it cannot isolate its work)."]
     if hours and hours[1]:
         spent, counted, unknown = hours
         lines += ["", f"Its {counted} workloads took {spent:.2f} h of GPU time in all (each workload's wall time, "
