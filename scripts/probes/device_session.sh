@@ -27,6 +27,7 @@
 #        after the map; with BWD, scripts/probes/backward_thread.py then); with SRUN, stage 23's sweep in what the map
 #        leaves of the call, the workloads whose wall time fits
 #   STAGE=23 SRUN=<date>-sweep [TRUN=<date>-tests TESTS="scg pi_tree"] T=<left> bash .diag/device_session.sh
+#        (on one GPU, TESTS names test files whole, default "bench_cuda device_busy", run before the sweep)
 #        the paper's 25 workloads in every mode of Figures 10 and 11 (scripts/run_single_gpu_experiments.sh with
 #        --gpu-time), a shard on each GPU; call again with the same SRUN until every workload has its rows; with TRUN,
 #        the CUDA tests TESTS on the first GPU and the sweep on the others
@@ -300,8 +301,15 @@ case "$STAGE" in
     # before the deadline, one that run lacks not in the last four minutes; each writes its rows before the
     # deadline with fewer rounds where need be (at least 4), and a workload the deadline still cuts runs again
     # after the others
-    # With TRUN, the CUDA tests named in TESTS run on the first GPU, one file after another, and the sweep on the others.
+    # With TRUN, the CUDA tests named in TESTS run on the first GPU, one file after another, and the sweep on the others;
+    # on one GPU, the tests first (tests/test_<t>.py, each at most 120 s), then the sweep.
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    if [ -n "${TRUN:-}" ] && [ ${#G[@]} -eq 1 ]; then
+      D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
+      for t in ${TESTS:-bench_cuda device_busy}; do
+        CUDA_VISIBLE_DEVICES=${G[0]} timeout 120 "$PY" -m pytest -v -rs tests/test_${t}.py > "$D/test_${t}.log" 2>&1
+      done
+    fi
     if [ -n "${TRUN:-}" ] && [ ${#G[@]} -gt 1 ]; then
       D=results/raw/gpu_checks/$TRUN; mkdir -p "$D"
       ( for t in ${TESTS:-scg pi_tree}; do
