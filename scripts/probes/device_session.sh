@@ -77,6 +77,11 @@
 #        thread pinned (the map of 20261129-s40 ran the phase after each round: ALNET 704 us there, 570 in the sweep,
 #        566 in a tight loop), after scripts/probes/kept_out_pool.py on EOS (GraCE, PT2-CG); call again with the same
 #        MRUN to resume it; with SRUN, the sweep in what is left
+#   STAGE=35 T3RUN=<date>-t3choice [T3_WORKLOADS=...] [T3_MODES=...] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
+#        on one GPU: Table 3's copies per replay with SCG choosing PI's strategy by measurement (grace-pi-choice),
+#        beside PT2-CG and GraCE-CGCT-PI, on the workloads that keep copies under ptx (default MMC, ST, STCLM,
+#        BSCG), resumable; then, with SRUN, the sweep in what is left. The tarball's tables/table3_pi_copy_debug.csv
+#        is this run's alone: after unpacking, `git checkout tables` and add the run to configs/table3_runs.txt
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -539,6 +544,15 @@ case "$STAGE" in
       wait
     fi
     [ -z "${TP4_FIRST:-}" ] && [ ${#G[@]} -ge 4 ] && tp4 $(( $(left) - 10 ))
+    ;;
+  35)  # one GPU: Table 3 with SCG choosing PI's strategy, then the sweep
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    resume=(); [ -s "results/raw/table3/${T3RUN:?}/rows.jsonl" ] && resume=(--resume)
+    CUDA_VISIBLE_DEVICES=${G[0]} RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-MMC,ST,STCLM,BSCG} \
+      MODES=${T3_MODES:-pt2-cg,grace-cgct-pi,grace-pi-choice} REPEAT=10 COVERAGE=0 CONCURRENT=1 \
+      bash scripts/run_table3_pi_copy_debug.sh "${resume[@]}" --compile-together --stop-after $(( $(left) - 240 )) \
+      --end-after $(( $(left) - 60 )) > "$OUT/table3.$STAGE.log" 2>&1
+    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 240 ] && sweep "${G[0]}"
     ;;
   34)  # one GPU: the plain reference the map's rows are to match, then the map (resumable), then the sweep's tail
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
