@@ -1,4 +1,4 @@
-"""``python -m grace.report figure10|figure11|scg|baseline|tables23|table2|table3|figure9|figure12|replay-map|headline``: figures and tables from a run's rows.
+"""``python -m grace.report figure10|figure11|scg|baseline|tables23|table2|table3|figure9|figure12|replay-map|headline|memory``: figures and tables from a run's rows.
 
 ``figure10``/``figure11`` draw the speedup figures and print the speedups. ``scg`` writes SCG's
 decision tables (Table 4), the never-slower comparison and Figure 13 (compile time; pass
@@ -13,7 +13,8 @@ draws per-iteration time against the number of indirected parameters (``--worklo
 run made with ``--layers --gpu-time`` (``replay_map.csv``, ``replay_overhead.csv`` and
 ``figures/replay_overhead.png``). ``headline`` writes the README's table of a single-GPU run:
 PT2-NoCG, PT2-CG and GraCE per workload, GraCE's ratios and geomean (``headline.csv``,
-``headline.md``).
+``headline.md``). ``memory`` writes GraCE's device memory against PT2-CG's per workload, a timed
+iteration's peak plus the graph pools (``memory.csv``, ``memory.md``).
 
 Exit status 2, with one line on stderr, when there is no run to draw from (or no matplotlib),
 so that ``make figures`` before ``make experiments`` says what to do instead of a traceback.
@@ -31,7 +32,7 @@ from grace.log import get_logger
 from grace.paths import FIGURES_DIR, RESULTS_DIR, TABLES_DIR
 
 FIGURES = ("figure10", "figure11", "scg", "baseline", "tables23", "table2", "table3", "figure9", "figure12",
-           "replay-map", "headline")
+           "replay-map", "headline", "memory")
 # The tables each of tables23, table2 and table3 writes, by file name in --tables-dir.
 TABLE_FILES = {"table2": "table2_cgct_coverage.csv", "table3": "table3_pi_copy_debug.csv"}
 TABLES_OF = {"tables23": ("table2", "table3"), "table2": ("table2",), "table3": ("table3",)}
@@ -111,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return replay_map_report(rows, args)
     if args.figure == "headline":
         return headline_report(rows, args)
+    if args.figure == "memory":
+        return memory_report(rows, args)
     if args.figure in TABLES_OF:
         try:
             for spec in args.also:
@@ -178,6 +181,24 @@ def headline_report(rows: list[dict], args: argparse.Namespace) -> int:
     table = headline.markdown(recs, str(rows[0].get("run_id", "?")), headline.one_gpu_hours(rows))
     (processed / "headline.md").write_text(table)
     print(f"wrote {processed / 'headline.md'}")
+    print(table)
+    return 0
+
+
+def memory_report(rows: list[dict], args: argparse.Namespace) -> int:
+    from grace.report import memory
+    from grace.report import records as records_io
+
+    recs = memory.records(rows)
+    if not recs:
+        print("grace.report: no workload of this run has GraCE and PT2-CG rows with their memory "
+              "(scripts/run_single_gpu_experiments.sh on a GPU)", file=sys.stderr)
+        return 2
+    processed = args.processed_dir or args.results_dir / "processed"
+    print(f"wrote {records_io.write_csv(processed / 'memory.csv', recs)}")
+    table = memory.markdown(recs, str(rows[0].get("run_id", "?")))
+    (processed / "memory.md").write_text(table)
+    print(f"wrote {processed / 'memory.md'}")
     print(table)
     return 0
 
