@@ -169,36 +169,36 @@ def replay_map_report(rows: list[dict], args: argparse.Namespace) -> int:
 
 def headline_report(rows: list[dict], args: argparse.Namespace) -> int:
     from grace.report import headline
-    from grace.report import records as records_io
 
     recs = headline.records(rows)
     if len(recs) < 2:
         print("grace.report: no workload of this run has PT2-CG or GraCE rows "
               "(scripts/run_single_gpu_experiments.sh)", file=sys.stderr)
         return 2
-    processed = args.processed_dir or args.results_dir / "processed"
-    print(f"wrote {records_io.write_csv(processed / 'headline.csv', recs)}")
     table = headline.markdown(recs, str(rows[0].get("run_id", "?")), headline.one_gpu_hours(rows))
-    (processed / "headline.md").write_text(table)
-    print(f"wrote {processed / 'headline.md'}")
-    print(table)
-    return 0
+    return write_table(args, "headline", recs, table)
 
 
 def memory_report(rows: list[dict], args: argparse.Namespace) -> int:
     from grace.report import memory
-    from grace.report import records as records_io
 
     recs = memory.records(rows)
     if not recs:
         print("grace.report: no workload of this run has GraCE and PT2-CG rows with their memory "
               "(scripts/run_single_gpu_experiments.sh on a GPU)", file=sys.stderr)
         return 2
+    return write_table(args, "memory", recs, memory.markdown(recs, str(rows[0].get("run_id", "?"))))
+
+
+def write_table(args: argparse.Namespace, name: str, recs: list[dict], table: str) -> int:
+    """``recs`` as ``<name>.csv`` and ``table`` as ``<name>.md`` in the processed directory; the
+    table printed."""
+    from grace.report import records as records_io
+
     processed = args.processed_dir or args.results_dir / "processed"
-    print(f"wrote {records_io.write_csv(processed / 'memory.csv', recs)}")
-    table = memory.markdown(recs, str(rows[0].get("run_id", "?")))
-    (processed / "memory.md").write_text(table)
-    print(f"wrote {processed / 'memory.md'}")
+    print(f"wrote {records_io.write_csv(processed / f'{name}.csv', recs)}")
+    (processed / f"{name}.md").write_text(table)
+    print(f"wrote {processed / f'{name}.md'}")
     print(table)
     return 0
 
