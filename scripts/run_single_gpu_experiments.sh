@@ -20,7 +20,8 @@
 # whose wall time is unknown (a call that began with other work). SHARD=i/n (or SHARDS=n, run one after another) splits the workloads instead. Progress,
 # with the time left, is printed as workloads finish. WORKLOADS=micro runs the eight
 # micro-workloads only (minutes). A config line's together=N warm-ups at once scale to the GPU's
-# memory (WAVE_GIB overrides what nvidia-smi says). Extra arguments go to `python -m grace.bench`. On a machine
+# memory (WAVE_GIB overrides what nvidia-smi says). BENCH_DEFAULTS (default `--gpu-time
+# --gpu-time-every 4 --compile-together`) and then any extra arguments go to `python -m grace.bench`. On a machine
 # of several GPUs, without SHARD or SHARDS, each visible GPU runs its own shard side by side
 # through scripts/run_sharded.sh (CUDA_VISIBLE_DEVICES picks them; PER_GPU=0 runs one shard
 # after another on the first instead): every workload's modes still interleave on one GPU.
@@ -53,6 +54,10 @@ stop=()
 gib=${WAVE_GIB:-$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null \
   | sort -n | head -1 | awk '{ printf "%.1f", $1 / 1024 }')}
 [ -n "$gib" ] && stop+=(--wave-gib "$gib")
+# as the committed sweeps ran: each mode's device time on a quarter of the samples (the headline's
+# iteration over device time) and every mode of a workload compiling at once; BENCH_DEFAULTS= for none
+read -ra defaults <<< "${BENCH_DEFAULTS---gpu-time --gpu-time-every 4 --compile-together}"
+stop+=("${defaults[@]}")
 if [ -n "${SHARD:-}" ]; then
   shards=("$SHARD")
 else
