@@ -367,6 +367,16 @@ def test_scg_tables_never_slower_and_compile_overhead(tmp_path: Path) -> None:
     assert ns["eos"]["best_stock"] == "pt2-nocg" and ns["eos"]["within_2pct"] is True
     assert ns["mlp"]["best_stock"] == "pt2-cg" and ns["mlp"]["within_2pct"] is False  # 10% slower
     assert ns["bad"]["status"].startswith("incomplete") and "pt2-cg error" in ns["bad"]["status"]
+    # eager no reference (PT2-NoCG mismatches it too): judged against PT2-NoCG, as the headline does
+    vm = [dict(_scg_row("vm", m, t, 1.0), check={"errors_by_sample": {"0": e}})
+          for m, t, e in (("pt2-nocg", 90.0, 0.2), ("pt2-cg", 80.0, 0.2), ("grace", 79.0, 0.21))]
+    for r in vm:
+        r["status"] = "mismatch"
+    (judged,) = scg.never_slower(vm)
+    assert judged["status"] == "ok against PT2-NoCG" and judged["best_stock"] == "pt2-cg"
+    vm[2]["check"] = {"errors_by_sample": {"0": 0.9}}  # far further from eager than PT2-NoCG: wrong
+    (wrong,) = scg.never_slower(vm)
+    assert wrong["status"] == "incomplete: grace mismatch" and wrong["grace_over_best"] is None
     second = [_scg_row("eos", "pt2-cg", 78.0, 2.0),
               _scg_row("eos", "grace", 40.0, 2.2, [("partition_0", "no-graph", "cache")])]
     co = {r["workload"]: r for r in scg.compile_overhead(first, second)}

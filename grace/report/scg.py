@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from grace.bench.results import measured_together
 from grace.report.figures import index_rows, workloads_in_order
+from grace.report.judge import NOCG_REFERENCE, OK, judged_status
 from grace.stats import percentile
 
 log = logging.getLogger("grace.report")
@@ -63,17 +64,20 @@ def decisions(rows: Sequence[dict]) -> list[dict[str, Any]]:
 
 
 def never_slower(rows: Sequence[dict]) -> list[dict[str, Any]]:
-    """GraCE against the better stock mode, per workload, as ratios of medians from one run."""
+    """GraCE against the better stock mode, per workload, as ratios of medians from one run. A
+    mismatch counts as right where PT2-NoCG mismatches eager too and the row is no further from
+    eager than PT2-NoCG (:func:`grace.report.judge.judged_status`, as the headline judges it)."""
     by = index_rows(rows)
     out = []
     for w in workloads_in_order(rows):
         g, n, c = by.get((w, GRACE)), by.get((w, "pt2-nocg")), by.get((w, "pt2-cg"))
         record: dict[str, Any] = {"workload": w, "grace_us": None, "pt2_nocg_us": None, "pt2_cg_us": None,
                                   "best_stock": None, "grace_over_best": None, "within_2pct": None}
-        if g is None or n is None or c is None or any(r["status"] != "ok" for r in (g, n, c)):
+        judged = {m: judged_status(r, n) if r is not None else "missing"
+                  for m, r in ((GRACE, g), ("pt2-nocg", n), ("pt2-cg", c))}
+        if any(j not in (OK, NOCG_REFERENCE) for j in judged.values()):
             record["status"] = "incomplete: " + ", ".join(
-                f"{m} {r['status'] if r else 'missing'}" for m, r in ((GRACE, g), ("pt2-nocg", n), ("pt2-cg", c))
-                if r is None or r["status"] != "ok")
+                f"{m} {j}" for m, j in judged.items() if j not in (OK, NOCG_REFERENCE))
             out.append(record)
             continue
         if not (measured_together(g, n) and measured_together(g, c)):
@@ -83,7 +87,7 @@ def never_slower(rows: Sequence[dict]) -> list[dict[str, Any]]:
         gm, nm, cm = (percentile(r["samples_us"], 50) for r in (g, n, c))
         best_name, best = ("pt2-nocg", nm) if nm <= cm else ("pt2-cg", cm)
         ratio = gm / best
-        record.update(status="ok", grace_us=_r(gm), pt2_nocg_us=_r(nm), pt2_cg_us=_r(cm), best_stock=best_name,
+        record.update(status=NOCG_REFERENCE if NOCG_REFERENCE in judged.values() else OK, grace_us=_r(gm), pt2_nocg_us=_r(nm), pt2_cg_us=_r(cm), best_stock=best_name,
                       grace_over_best=round(ratio, 4), within_2pct=ratio <= 1.0 + NEVER_SLOWER_TOLERANCE)
         out.append(record)
     return out
