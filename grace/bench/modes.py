@@ -88,6 +88,11 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     # and without them, stock's refusal of such functions: what TKE loses without its graph
     Mode("grace-no-mutated-inputs", "GraCE, mutated inputs refused", "reduce-overhead",
          env=_grace(True, True, True, mutated_inputs=False)),
+    # GraCE's tree alone: its hardening, the stale-output guard, gradient copies and lean replay
+    # over stock's graphs (no CGCT, PI, SCG, nor graphs for functions mutating their inputs), to
+    # tell what the tree's bookkeeping costs a workload of many graph calls (VM) from what CGCT does
+    Mode("grace-tree", "GraCE's tree, stock's graphs", "reduce-overhead",
+         env=_grace(False, False, False, lean=True, mutated_inputs=False)),
     # GraCE with SCG profiling each of PI's strategies as a further choice per graph
     # (grace.config.scg_pi_strategies) and deploying the fastest: Table 3's rows whose inputs a
     # vendor kernel reads (MMC, ST, DR-I), which strategy (1) leaves copied

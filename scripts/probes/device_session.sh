@@ -82,6 +82,11 @@
 #        beside PT2-CG and GraCE-CGCT-PI, on the workloads that keep copies under ptx (default MMC, ST, STCLM,
 #        BSCG), resumable; then, with SRUN, the sweep in what is left. The tarball's tables/table3_pi_copy_debug.csv
 #        is this run's alone: after unpacking, `git checkout tables` and add the run to configs/table3_runs.txt
+#   STAGE=36 PRUN=<date> [SPLIT_WORKLOADS=VM] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
+#        on one GPU: where GraCE's time goes against PT2-CG's on SPLIT_WORKLOADS (VM: 1.076 of PT2-CG in the
+#        sweep, CGCT alone 1.12): PT2-CG, GraCE's tree alone over stock's graphs (grace-tree), CGCT, GraCE without
+#        the stale-output guard and GraCE, interleaved, with --layers and --gpu-time (mode_split/<PRUN>-split);
+#        then, with SRUN, the sweep in what is left
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
 T=${T:-585}
@@ -105,6 +110,7 @@ if [ -z "${INNER:-}" ]; then  # the stage under a deadline; whatever it wrote co
     $( [ -n "${SRUN:-}" ] && echo results/raw/single_gpu/${SRUN} ) \
     $( [ "$STAGE" = 25 ] && echo results/raw/training_host/${PRUN:-none}-train ) \
     $( [ "$STAGE" = 34 ] && echo results/raw/harness_check/${PRUN:-none}-plain ) \
+    $( [ "$STAGE" = 36 ] && echo results/raw/mode_split/${PRUN:-none}-split ) \
     $( [ "$STAGE" = 27 ] && echo results/raw/compile_probe/${PRUN:-none}-bert-rf{0,1} ) \
     $( [ -n "${CRUN:-}" ] && echo results/raw/compile_probe/${CRUN}-* ) \
     $( [ -n "${T3RUN:-}" ] && echo results/raw/table3/${T3RUN} results/raw/table3/${T3RUN}-tke tables/table3_pi_copy_debug.csv ) \
@@ -544,6 +550,16 @@ case "$STAGE" in
       wait
     fi
     [ -z "${TP4_FIRST:-}" ] && [ ${#G[@]} -ge 4 ] && tp4 $(( $(left) - 10 ))
+    ;;
+  36)  # one GPU: a workload's time split by GraCE's parts, then the sweep
+    read -ra G <<< "$(bash scripts/visible_gpus.sh)"
+    P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
+    CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 60 )) "$PY" -m grace.bench --workloads "${SPLIT_WORKLOADS:-VM}" \
+      --modes pt2-cg,grace-tree,grace-cgct,grace-no-guard,grace --repeat 40 --layers --gpu-time --gpu-time-every 4 \
+      --compile-together --experiment mode_split --run-id "${PRUN}-split" > "$P/mode_split.log" 2>&1
+    "$PY" -m grace.report.paired "results/raw/mode_split/${PRUN}-split/rows.jsonl" --baseline pt2-cg \
+      > "$P/mode_split.paired.txt" 2>&1
+    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 240 ] && sweep "${G[0]}"
     ;;
   35)  # one GPU: Table 3 with SCG choosing PI's strategy, then the sweep
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
