@@ -16,6 +16,7 @@ Written by ``python -m grace.report headline`` as ``results/processed/headline.c
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Optional, Sequence
 
 from grace.report.figures import BASELINE, geometric_mean, index_rows, speedup_cell, workloads_in_order
@@ -47,9 +48,9 @@ def device_us(row: dict) -> tuple[Optional[float], Optional[str]]:
     events = (row.get("gpu_us") or {}).get("median")
     if events:
         return events, "events"
-    busy = sorted(row.get("gpu_busy_us") or [])
+    busy = row.get("gpu_busy_us")
     if busy:
-        return busy[len(busy) // 2] if len(busy) % 2 else (busy[len(busy) // 2 - 1] + busy[len(busy) // 2]) / 2, PROFILED
+        return statistics.median(busy), PROFILED
     return None, None
 
 
