@@ -57,7 +57,7 @@ from grace.bench.workloads import SIZES, Workload, get
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
 COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
-BUSY_ITERATIONS = 5  # iterations profiled for their device-busy time where gpu_timed gave up
+BUSY_ITERATIONS = 3  # iterations profiled for their device-busy time where gpu_timed gave up
 REWARM_MIN_ITERATIONS = 1  # Case.rewarm's least, whatever its time: the cold first sample of a round
 # weighs least where an iteration is long (DR-T's 7 ms: 2%), and XLNET-T's takes 270 ms
 REWARM_MAX_ITERATIONS = 1000  # and its most, whatever its time
