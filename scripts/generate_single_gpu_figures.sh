@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every single-GPU figure and table, each from the latest run of its experiment: Figures 10 and
-# 11 and the README's headline table (single_gpu), Figure 9 (figure9), Tables 2 and 3 (table2, table3), SCG's Table 4 and Figure
-# 13 (the single_gpu run's GraCE rows). One whose experiment has no run yet is skipped with the
+# 11, the README's headline table and the memory table (single_gpu), Figure 9 (figure9), Tables 2 and 3 (table2, table3), SCG's
+# Table 4 and Figure 13 (the single_gpu run's GraCE rows). One whose experiment has no run yet is skipped with the
 # command that makes it; the exit status is 1 if any failed, 2 if none could be made.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,7 @@ make_one "Figure 10" single_gpu "bash scripts/run_single_gpu_experiments.sh" fig
 make_one "Figure 11" single_gpu "bash scripts/run_single_gpu_experiments.sh" figure11
 make_one "the headline (README)" single_gpu "bash scripts/run_single_gpu_experiments.sh" headline
 make_one "Table 4 and Figure 13" single_gpu "bash scripts/run_single_gpu_experiments.sh" scg
+make_one "memory against PT2-CG" single_gpu "bash scripts/run_single_gpu_experiments.sh" memory
 make_one "Figure 9" figure9 "STEPS=figure9 bash scripts/gpu_checks_pi_cgct.sh" figure9
 make_one "Table 2" table2 "bash scripts/run_table2_cgct_coverage.sh" table2
 make_one "Table 3" table3 "bash scripts/run_table3_pi_copy_debug.sh" table3
