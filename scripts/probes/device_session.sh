@@ -79,7 +79,7 @@
 #        MRUN to resume it; with SRUN, the sweep in what is left
 #   STAGE=35 T3RUN=<date>-t3choice [T3_WORKLOADS=...] [T3_MODES=...] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        on one GPU: Table 3's copies per replay with SCG choosing PI's strategy by measurement (grace-pi-choice),
-#        beside PT2-CG and GraCE-CGCT-PI, on the workloads that keep copies under ptx (default MMC, ST, STCLM,
+#        beside PT2-CG and GraCE-CGCT-PI, on the workloads that keep copies under ptx (configs/workloads_table3_choice.txt: MMC, ST, STCLM,
 #        BSCG), resumable; then, with SRUN, the sweep in what is left. The tarball's tables/table3_pi_copy_debug.csv
 #        is this run's alone: after unpacking, `git checkout tables` and add the run to configs/table3_runs.txt
 #   STAGE=36 PRUN=<date> [SPLIT_WORKLOADS=mode_split] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
@@ -564,7 +564,7 @@ case "$STAGE" in
   35)  # one GPU: Table 3 with SCG choosing PI's strategy, then the sweep
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     resume=(); [ -s "results/raw/table3/${T3RUN:?}/rows.jsonl" ] && resume=(--resume)
-    CUDA_VISIBLE_DEVICES=${G[0]} RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-MMC,ST,STCLM,BSCG} \
+    CUDA_VISIBLE_DEVICES=${G[0]} RUN_ID=$T3RUN WORKLOADS=${T3_WORKLOADS:-table3_choice} \
       MODES=${T3_MODES:-pt2-cg,grace-cgct-pi,grace-pi-choice} REPEAT=10 COVERAGE=0 CONCURRENT=1 \
       bash scripts/run_table3_pi_copy_debug.sh "${resume[@]}" --compile-together --stop-after $(( $(left) - 240 )) \
       --end-after $(( $(left) - 60 )) > "$OUT/table3.$STAGE.log" 2>&1
