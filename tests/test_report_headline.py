@@ -66,3 +66,18 @@ def test_a_device_time_the_events_could_not_isolate_comes_from_the_profile_and_i
     table = markdown(records(rows), "R")
     assert f"| 2.00{PROFILED_MARK} |" in table and f"| 1.25{PROFILED_MARK}" not in table
     assert f"{PROFILED_MARK} the device time is a profile's" in table
+
+
+def test_where_pt2_cg_raises_grace_is_compared_with_pt2_nocg_and_left_out_of_the_geomeans() -> None:
+    rows = [_row("DALLE2", "pt2-nocg", 300.0), {**_row("DALLE2", "pt2-cg", 0.0, status="error"), "iter_us": None},
+            _row("DALLE2", "grace", 100.0, gpu=50.0),
+            _row("A", "pt2-nocg", 300.0), _row("A", "pt2-cg", 200.0), _row("A", "grace", 100.0)]
+    recs = records(rows)
+    dalle2, geo = recs[0], recs[-1]
+    assert (dalle2["pt2_nocg_us"], dalle2["pt2_cg_us"], dalle2["grace_us"]) == (300.0, None, 100.0)
+    assert (dalle2["grace_over_pt2_cg"], dalle2["grace_over_best_stock"], dalle2["iter_over_device"]) == (None, 3.0, 2.0)
+    assert dalle2["status"] == "pt2-cg: error"
+    assert geo["workload"] == "geomean (1 of 2)" and geo["grace_over_best_stock"] == 2.0
+    assert "| DALLE2 | 300.0 | pt2-cg: error | 100.0 |  | 3.000 | 2.00 |" in markdown(recs, "R")
+    rows[2]["status"] = "mismatch"  # GraCE wrong too: nothing to compare
+    assert records(rows)[0]["grace_over_best_stock"] is None
