@@ -51,8 +51,8 @@ stop=()
 [ -n "${WALLS_FROM:-}" ] && stop+=(--walls-from "$WALLS_FROM")
 [ -n "${WALLS_STRICT:-}" ] && stop+=(--walls-strict)
 # config lines' together=N (written for an 80 GB H100) scale to the smallest GPU's memory, or WAVE_GIB's
-gib=${WAVE_GIB:-$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null \
-  | sort -n | head -1 | awk '{ printf "%.1f", $1 / 1024 }')}
+gib=${WAVE_GIB:-$( { nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null || true; } \
+  | awk 'NR == 1 || $1 < m { m = $1 } END { if (NR) printf "%.1f", m / 1024 }')}
 [ -n "$gib" ] && stop+=(--wave-gib "$gib")
 # as the committed sweeps ran: each mode's device time on a quarter of the samples (the headline's
 # iteration over device time) and every mode of a workload compiling at once; BENCH_DEFAULTS= for none
