@@ -32,7 +32,7 @@ launch    ``CUDAGraph.replay``, or a Triton kernel's launch (``CachingAutotuner.
 Every boundary costs two clock reads and a Python frame, about half a microsecond, charged to
 the layers either side; the timed samples of the benchmark run without these wrappers, which
 are put in place for the measured iteration and taken away after it, in a phase of their own
-after every timed round (the runner's ``_measure_layers``): no timed sample follows a call that
+after the last timed round (the runner's ``_measure_layers``): no timed sample follows a call that
 ran with them. The first calls after they go in are cold (on the development machine's CPU,
 about four times a steady call: ``scripts/probes/layers_cpu_profile.py``), so a measurement
 runs :data:`WARM_CALLS` unmeasured calls with the wrappers in place first and

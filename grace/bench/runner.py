@@ -520,7 +520,7 @@ ROUND_FACTOR = 10.0  # ... or this many times the worker's slowest earlier round
 def _measure_layers(live: list[Worker], samples: list[int], fail: Callable[[Worker, str], None],
                     limit_s: float) -> None:
     """Each mode's host time by layer on the timed samples' inputs, one mode after another, after
-    every timed round: the layer clock's wrappers go on and come off around each measured call
+    the last timed round: the layer clock's wrappers go on and come off around each measured call
     (:meth:`grace.bench.worker.Case.layered`), and no timed sample may follow a call that ran with
     them. Each worker within ``limit_s`` (the per-case limit, as each phase has); one that fails
     goes through ``fail``."""

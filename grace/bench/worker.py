@@ -7,7 +7,7 @@ the protocol; stderr goes to the case's log file):
     worker -> {"event": "ready", "compile_s": ...}          after warm-up
     runner -> {"cmd": "run", "samples": [i, j, ...]}         timed iterations, in this order
     worker -> {"event": "samples", "us": [...], "gpu_us": [...] or None}
-    runner -> {"cmd": "layers", "samples": [...]}            with --layers, once, after every timed round
+    runner -> {"cmd": "layers", "samples": [...]}            with --layers, once, after the last timed round
     worker -> {"event": "layers", "layers_us": [{...}, ...], "seconds": ...}
     runner -> {"cmd": "finish"}
     worker -> {"event": "summary", "peak_replay_mem_bytes": ..., "cuda_graphs": ..., "scg": ..., "gpu_busy_us": ...}
@@ -26,7 +26,7 @@ With ``--gpu-time``, each timed sample (or each whose number is a multiple of
 alone is measured (:meth:`Case.gpu_timed`): what the GPU spends on an
 iteration (input copies, pointer writes, a prelude kernel, the replay) apart from the host's
 part, as the paper's Figure 9 compares its ways of dereferencing pointers. With ``--layers``,
-after every timed round, one more iteration per timed sample is timed with a clock at each
+after the last timed round, one more iteration per timed sample is timed with a clock at each
 layer's entry (:meth:`Case.layered`, :mod:`grace.bench.layers`): the host's microseconds per
 layer. The clock's wrappers go on and come off around each of those calls; no timed sample
 follows them.
@@ -365,15 +365,8 @@ class Case:
 
         from grace.cgct.coverage import measure
 
-        # Made before the profiler starts: the kernels that generate inputs are not the step's.
-        samples = [COVERAGE_SAMPLE_BASE + i for i in range(iterations)]
-        inputs = [self.inputs(s) for s in samples]
+        step = self._profiled_step([COVERAGE_SAMPLE_BASE + i for i in range(iterations)])
         self.sync()
-
-        def step(i: int) -> None:
-            self.seed(samples[i])
-            self.step(self.fn, self.model, inputs[i])
-
         cov = measure(step, iterations)
         return {**asdict(cov), "share": cov.share, "iterations": iterations}
 
@@ -382,14 +375,18 @@ class Case:
         (:mod:`grace.bench.device_busy`): the device time of a step ``gpu_timed`` cannot isolate."""
         from grace.bench import device_busy
 
-        samples = self.warm_up_samples(iterations)[:iterations]
-        inputs = [self.inputs(s) for s in samples]  # made before the profiler starts
+        return device_busy.measure(self._profiled_step(self.warm_up_samples(iterations)[:iterations]), iterations)
+
+    def _profiled_step(self, samples: list[int]) -> Callable[[int], None]:
+        """``step(i)``: one seeded iteration on ``samples[i]``, whose inputs are made now, before a
+        profiler starts, so that the kernels making them are not the step's."""
+        inputs = [self.inputs(s) for s in samples]
 
         def step(i: int) -> None:
             self.seed(samples[i])
             self.step(self.fn, self.model, inputs[i])
 
-        return device_busy.measure(step, iterations)
+        return step
 
     def summary(self, skips: SkipLog) -> dict[str, Any]:
         from dataclasses import asdict
@@ -498,7 +495,7 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
             send({"event": "samples", "us": us, "gpu_us": gpu_us, "phase_s": phases.seconds})
             if args.release_memory:
                 case.release_memory()
-        elif command["cmd"] == "layers":  # after every timed round: no timed sample follows the clock's wrappers
+        elif command["cmd"] == "layers":  # after the last timed round: no timed sample follows the clock's wrappers
             begun = time.perf_counter()
             layers_us = [case.layered(s) for s in command["samples"]]
             if args.release_memory:

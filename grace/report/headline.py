@@ -127,7 +127,7 @@ def markdown(recs: Sequence[dict], run_id: str, hours: Optional[tuple[float, int
         formats = (("pt2_nocg_us", "{:,.1f}"), ("pt2_cg_us", "{:,.1f}"), ("grace_us", "{:,.1f}"),
                    ("grace_over_pt2_cg", "{:.3f}"), ("grace_over_best_stock", "{:.3f}"), ("iter_over_device", "{:.2f}"))
         shown = ["" if r[k] is None else f.format(r[k]) for k, f in formats]
-        if r["grace_over_pt2_cg"] is None and "geomean" not in r["workload"]:
+        if r["grace_over_pt2_cg"] is None:
             shown[1] = r["status"]  # PT2-CG raised or computed wrong: what it did, in its cell
         if r["device_from"] == PROFILED:
             shown[-1] += PROFILED_MARK
