@@ -270,6 +270,34 @@ def test_kernel_arguments_rewritten_for_triton_and_cublas_equal_eager(pi, strate
     assert 2 in node.grace_pi.plan.indirected, "b, read by a Triton kernel's plain pointer argument"
 
 
+def test_the_prelude_rewrites_the_arguments_of_convolutions_and_matmuls(pi) -> None:
+    """Strategy (2) where cuDNN convolutions and a cuBLAS matmul read the inputs, then Triton
+    kernels: the check passes, so the rewrite is deployed, and every call's fresh inputs are read.
+
+    The graphs where the prelude's writes were lost at an un-uploaded first launch (MMC, ST) do
+    not shrink to a test: this one passes with or without the upload; the probe
+    ``scripts/probes/prelude_check.py`` runs those workloads."""
+    import grace.config
+
+    weights = [torch.randn(8, 3, 3, 3, device="cuda") for _ in range(4)]
+
+    def g(img: Any, t: Any, w: Any) -> Any:
+        maps = [torch.conv2d(img, k, padding=1) for k in weights]
+        pooled = torch.stack([m.amax(dim=(1, 2, 3)) for m in maps], -1)
+        return pooled.argmax(-1), pooled.sum(-1) + (t @ w).sum(-1)
+
+    with grace.config.patch(pi_strategy="prelude"):
+        cg = torch.compile(g, mode="reduce-overhead")
+        for step in range(5):
+            img, t, w = _fresh(4, 3, 32, 32), _fresh(4, 64), _fresh(64, 16)
+            got, expected = cg(img, t, w), g(img, t, w)
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4, msg=f"call {step}")
+            del img, t, w
+    (node,) = _nodes()
+    assert node.grace_pi is not None, "the check failed: the rewrite was not deployed"
+    assert len(node.grace_pi.plan.indirected) >= 2, "img (cuDNN) and t (cuBLAS) read through the prelude"
+
+
 @pytest.mark.parametrize("strategy", ["exec-update", "prelude"])
 def test_a_rewrite_that_fails_its_check_falls_back_to_the_captured_graph_and_stays_right(
         pi, monkeypatch, strategy: str) -> None:

@@ -637,8 +637,8 @@ def test_exec_update_that_fails_its_check_copies_every_input_without_recording_a
     assert node.pointer() == x.data_ptr(), "the argument is put back"
 
 
-def _prelude_recording(monkeypatch: pytest.MonkeyPatch, load_error: str = "",
-                       install_error: str = "") -> tuple[Any, ExecNode, torch.Tensor, list[str]]:
+def _prelude_recording(monkeypatch: pytest.MonkeyPatch, load_error: str = "", install_error: str = "",
+                       upload_error: str = "") -> tuple[Any, ExecNode, torch.Tensor, list[str]]:
     """A kept graph whose one kernel reads ``x``'s placeholder; the fake prelude makes each
     replay read its pointer from the table, as the device-side rewrite does."""
     import grace.config
@@ -664,17 +664,25 @@ def _prelude_recording(monkeypatch: pytest.MonkeyPatch, load_error: str = "",
         node.graph.replay = lambda: node.out.copy_(_at(int(table.table[entries[0].slot]), x) * 2.0)
         return prelude.Prelude(torch.tensor(prelude.entry_words(entries, {0: 77})), (), 1, len(entries))
 
+    def upload(raw_exec: int, device: Any) -> None:
+        events.append("upload")
+        if upload_error:
+            raise prelude.PreludeError(upload_error)
+
     instantiate = node.graph.instantiate
     node.graph.instantiate = lambda: (events.append("instantiate"), instantiate())
     monkeypatch.setattr(prelude, "load", load)
     monkeypatch.setattr(prelude, "install", install)
+    monkeypatch.setattr(prelude, "upload", upload)
     return rec, node, x, events
 
 
-def test_prelude_is_installed_before_instantiation_and_replays_read_the_table(monkeypatch) -> None:
+def test_prelude_is_installed_before_instantiation_uploaded_after_and_replays_read_the_table(monkeypatch) -> None:
+    """The graph is uploaded before the check's replay, its first launch: the driver asks it of a
+    graph whose nodes are updated from the device within it."""
     rec, node, x, events = _prelude_recording(monkeypatch)
     finished = _finish(rec, [], "graph 21", node, [node.out], stock_model, [x])
-    assert finished.rerecord is None and events == ["install [(0, 0, 0)]", "instantiate"]
+    assert finished.rerecord is None and events == ["install [(0, 0, 0)]", "instantiate", "upload"]
     replay = finished.replay
     assert replay.plan.indirected == (0,) and replay.plan.copy_bytes_after == 0
     assert replay.pointers.prelude.writes == 1, "the prelude lives as long as the replay state"
@@ -691,9 +699,10 @@ def test_a_prelude_that_cannot_be_built_leaves_the_graph_as_captured(monkeypatch
     assert node.pointer() == x.data_ptr()
 
 
-@pytest.mark.parametrize("failure", ["install", "check"])
-def test_a_prelude_that_fails_to_install_or_its_check_records_the_graph_again(monkeypatch, failure) -> None:
-    rec, node, x, _ = _prelude_recording(monkeypatch, install_error="no device node" if failure == "install" else "")
+@pytest.mark.parametrize("failure", ["install", "upload", "check"])
+def test_a_prelude_that_fails_to_install_upload_or_its_check_records_the_graph_again(monkeypatch, failure) -> None:
+    rec, node, x, _ = _prelude_recording(monkeypatch, install_error="no device node" if failure == "install" else "",
+                                         upload_error="CUDA_ERROR_INVALID_VALUE" if failure == "upload" else "")
 
     def wrong(args: list[Any]) -> list[torch.Tensor]:
         (a,) = args

@@ -105,7 +105,7 @@ class ExecUpdateFinisher:
 
 
 class PreludeFinisher:
-    """Strategy (2): read the kept graph, plan, add the prelude, instantiate, check."""
+    """Strategy (2): read the kept graph, plan, add the prelude, instantiate, upload, check."""
 
     def finish(self, rec: Recording, captured: Captured) -> Finished:
         from grace.pi import exec_update, prelude
@@ -128,6 +128,7 @@ class PreludeFinisher:
         try:
             installed = prelude.install(graph, node.graph.raw_cuda_graph(), entries, table, rec.device)
             node.graph.instantiate()
+            prelude.upload(node.graph.raw_cuda_graph_exec(), rec.device)
         except Exception as e:  # noqa: BLE001 - the graph may be half changed: not trusted
             return rerecord(rec, name, plan, f"the prelude could not be installed ({type(e).__name__}: {e})",
                             "prelude")

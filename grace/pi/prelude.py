@@ -27,7 +27,11 @@ libraries, so :func:`compile_prelude` runs and is tested without a GPU. :func:`l
 :func:`install` is the thin layer over the CUDA driver.
 
 The driver forbids cloning a graph with device-updatable nodes or updating its executable
-with ``cudaGraphExecUpdate``; CUDA graph trees do neither.
+with ``cudaGraphExecUpdate``; CUDA graph trees do neither. A graph whose nodes are updated from
+the device within the graph is uploaded (``cuGraphUpload``) before its first launch: launched
+without it, the launch's own upload can overwrite the prelude's writes, and some kernels then read
+the placeholders instead of the inputs (measured on real graphs, ``docs/pi.md``).
+:func:`upload` runs once, after instantiation, before the check's replay, the graph's first launch.
 """
 
 from __future__ import annotations
@@ -263,6 +267,16 @@ def install(graph: DriverGraph, raw_graph: int, entries: Sequence[Entry], table:
     if roots:
         _add_edges(driver, cu_graph, [node] * len(roots), list(roots))
     return Prelude(words, (args, pointers, params, function, table), len(device_nodes), len(entries))
+
+
+def upload(raw_exec: int, device: Any) -> None:
+    """Upload the instantiated graph ``raw_exec`` on the current stream and wait for it."""
+    import torch
+    from cuda.bindings import driver
+
+    stream = driver.CUstream(torch.cuda.current_stream(device).cuda_stream)
+    _check(driver, driver.cuGraphUpload(driver.CUgraphExec(raw_exec), stream), "upload the graph")
+    torch.cuda.current_stream(device).synchronize()
 
 
 def _add_edges(driver: Any, graph: Any, sources: list[Any], targets: list[Any]) -> None:

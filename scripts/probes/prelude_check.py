@@ -4,21 +4,23 @@ Under SCG's strategy choice (``grace-pi-choice``) the prelude failed PI's check 
 difference 0.241, no NaN) and on ST (NaN), where strategies (1) and (3) passed on the same
 graphs; on ST the process then stopped with an illegal memory access. Both strategies (2) and
 (3) rewrite the same argument words (:func:`grace.pi.exec_update.scan`); (2) does it on the
-device, from a kernel added before the graph's roots. This probe warms a workload up under the
-prelude and reports, per graph, what the prelude rewrote (nodes, writes, writes per node, kernel
-names) and whether its check passed, under variants that each test one explanation:
+device, from a kernel added before the graph's roots. The cause: the graph was launched for the
+first time (the check's replay) without having been uploaded, and that launch's own upload can
+overwrite the prelude's writes; GraCE uploads it (:func:`grace.pi.prelude.upload`). This probe
+warms a workload up under the prelude and reports, per graph, what the prelude rewrote (nodes,
+writes, writes per node, kernel names) and whether its check passed, under variants that each
+test one explanation:
 
-- ``as-is``: GraCE's prelude, for the failure itself;
-- ``upload``: the executable graph uploaded (``cuGraphUpload``) after it is instantiated and
-  before its first launch: device-side updates of a node may need an uploaded graph;
-- ``serial``: one thread of the prelude makes every write in turn: concurrent writes into one
-  node's parameters may race;
-- ``upload-serial``: both.
+- ``as-is``: GraCE's prelude, the graph uploaded before its first launch;
+- ``no-upload``: the upload left out, which reproduces the failure;
+- ``serial``: one thread of the prelude makes every write in turn (concurrent writes into one
+  node's parameters might race), uploaded;
+- ``no-upload-serial``: serial writes without the upload.
 
 With ``--blocking`` the child runs with ``CUDA_LAUNCH_BLOCKING=1``, so that an illegal access is
 reported at the launch that made it. Nothing is timed.
 
-    python scripts/probes/prelude_check.py --mode grace-cgct-pi-prelude --workload MMC --variant upload
+    python scripts/probes/prelude_check.py --mode grace-cgct-pi-prelude --workload MMC --variant no-upload
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.probes._in_mode import mode_parser, run_in_mode  # noqa: E402
 
-VARIANTS = ("as-is", "upload", "serial", "upload-serial")
+VARIANTS = ("as-is", "no-upload", "serial", "no-upload-serial")
 
 SERIAL_SOURCE = r"""
 struct Entry { cudaGraphDeviceNode_t node; unsigned long long offset; unsigned long long slot; };
@@ -64,14 +66,14 @@ class Messages(logging.Handler):
 
 def patch_variant(variant: str, installs: list[dict[str, Any]]) -> None:
     """Apply ``variant`` to :mod:`grace.pi.prelude` and note what each install rewrote."""
-    import torch
-
     from grace.pi import exec_update, prelude
 
     if "serial" in variant:
         prelude.PRELUDE_SOURCE = SERIAL_SOURCE
         prelude.compile_prelude.cache_clear()
-    original_layout, original_install = prelude.layout, prelude.install
+    if "no-upload" in variant:
+        prelude.upload = lambda raw_exec, device: None
+    original_layout = prelude.layout
 
     def layout(sites: Any, nodes: Any) -> Any:
         slots, entries = original_layout(sites, nodes)
@@ -82,26 +84,7 @@ def patch_variant(variant: str, installs: list[dict[str, Any]]) -> None:
                          "kernels": sorted({names.get(e.node, "?") for e in entries})})
         return slots, entries
 
-    def install(*args: Any, **kwargs: Any) -> Any:
-        installed = original_install(*args, **kwargs)
-        installs[-1]["pending_upload"] = "upload" in variant
-        return installed
-
-    prelude.layout, prelude.install = layout, install
-    if "upload" in variant:
-        original_instantiate = torch.cuda.CUDAGraph.instantiate
-
-        def instantiate(self: Any) -> None:
-            original_instantiate(self)
-            if installs and installs[-1].pop("pending_upload", False):
-                from cuda.bindings import driver
-
-                stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
-                (err,) = driver.cuGraphUpload(driver.CUgraphExec(self.raw_cuda_graph_exec()), stream)
-                torch.cuda.synchronize()
-                installs[-1]["uploaded"] = err == driver.CUresult.CUDA_SUCCESS or driver.CUresult(err).name
-
-        torch.cuda.CUDAGraph.instantiate = instantiate
+    prelude.layout = layout
 
 
 def child(args: Any) -> None:
