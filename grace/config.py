@@ -72,6 +72,13 @@ scg_force: str = Config(default="", env_name_default="GRACE_SCG_FORCE")
 # the graph once more on a private tree at capture; the fastest choice is deployed and cached.
 scg_pi_strategies: str = Config(default="", env_name_default="GRACE_SCG_PI_STRATEGIES")
 
+# A lock file that processes compiling side by side share, so that SCG's profiles run while none
+# of the others compiles (grace.scg.quiet); "" (a user's process): no lock. The benchmark sets
+# it when it compiles several modes at once. scg_quiet_wait_s bounds a process's waits in total
+# (seconds, a number as a string: the environment's).
+scg_quiet_lock: str = Config(default="", env_name_default="GRACE_SCG_QUIET_LOCK")
+scg_quiet_wait_s: str = Config(default="300", env_name_default="GRACE_SCG_QUIET_WAIT_S")
+
 # Lean replay: a call that replays a recorded graph is dispatched by the tree in one pass with
 # every test the tree makes before a replay (grace.lean.dispatch), instead of the full _run, which
 # runs twice for the first graph of each call. Anything it does not expect goes down _run.

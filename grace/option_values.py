@@ -46,8 +46,15 @@ def _config() -> Any:
 
 def refusal(name: str, value: object) -> str | None:
     """Why ``value`` is no value of option ``name``, or None where it is one. ``scg_pi_strategies``
-    is a comma-separated list of PI strategies, empty for the configured strategy alone."""
+    is a comma-separated list of PI strategies, empty for the configured strategy alone;
+    ``scg_quiet_wait_s`` a number of seconds (text: the environment's)."""
     where = f"grace.config.{name}={value!r} ({_config().env_names().get(name, 'no variable')})"
+    if name == "scg_quiet_wait_s":
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = -1.0
+        return None if seconds >= 0 else f"{where}: expected a number of seconds, 0 or more"
     if name == "scg_pi_strategies":
         unknown = [s.strip() for s in str(value).split(",") if s.strip() and s.strip() not in PI_STRATEGIES]
         if unknown:
@@ -72,7 +79,7 @@ def checked(name: str) -> str:
 def problems() -> dict[str, str]:
     """Each enumerated option whose value is refused, with the refusal :func:`checked` gives."""
     config = _config()
-    found = {name: refusal(name, getattr(config, name)) for name in (*ACCEPTED, "scg_pi_strategies")}
+    found = {name: refusal(name, getattr(config, name)) for name in (*ACCEPTED, "scg_pi_strategies", "scg_quiet_wait_s")}
     return {name: problem for name, problem in found.items() if problem is not None}
 
 

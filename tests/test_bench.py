@@ -369,6 +369,17 @@ def test_every_field_of_the_workers_summary_reaches_the_row() -> None:
     assert set(runner.SUMMARY_KEYS) <= set(row), "every summary field has a place in every row, error rows too"
 
 
+def test_workers_share_the_runs_quiet_gate_with_a_third_of_the_phase_limit_to_wait(tmp_path: Path) -> None:
+    """SCG's profiles in one worker wait while the others compile (grace.scg.quiet), for at most
+    a third of the limit its own compilation shares."""
+    from grace.bench import runner
+
+    env = runner.worker_env(MODES["grace"], tmp_path, quiet_lock=tmp_path / "scg-quiet.lock",
+                            quiet_wait_s=runner.quiet_wait_s(540.0))
+    assert env["GRACE_SCG_QUIET_LOCK"] == str(tmp_path / "scg-quiet.lock") and env["GRACE_SCG_QUIET_WAIT_S"] == "180"
+    assert "GRACE_SCG_QUIET_LOCK" not in runner.worker_env(MODES["grace"], tmp_path)
+
+
 def test_device_times_reach_the_row_beside_the_timed_samples() -> None:
     from grace.bench import runner
 
@@ -515,6 +526,9 @@ def test_run_writes_one_checked_row_per_mode(tmp_path: Path) -> None:
     assert nocg["check"]["ok"] and nocg["check"]["checked"] == 4
     assert nocg["compile_s"] > 0 and rows[0]["compile_s"] is None
     assert rows[0]["workload_wall_s"] == nocg["workload_wall_s"] >= nocg["compile_s"], "the workload's wall time"
+    # every worker held the run's quiet gate while it compiled; no SCG profile waited on the CPU
+    assert (tmp_path / "raw" / "cpu_test" / "r1" / "scg-quiet.lock").is_file()
+    assert rows[0]["scg_quiet_wait_s"] == nocg["scg_quiet_wait_s"] == 0.0
     assert set(nocg["round_phases_s"]) == {"rewarm", "timed", "check"}
     assert set(rows[0]["round_phases_s"]) == {"rewarm", "timed", "check"}
     assert 0 < sum(nocg["round_phases_s"].values()) <= nocg["rounds_s"], "the worker's parts lie within its rounds"

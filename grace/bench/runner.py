@@ -247,7 +247,8 @@ def _tail(path: Path, lines: int = 6) -> str:
 
 
 def worker_env(mode: Mode, cache_root: Path, scg_cache: Path | None = None,
-               scg_report: Path | None = None) -> dict[str, str]:
+               scg_report: Path | None = None, quiet_lock: Path | None = None,
+               quiet_wait_s: float = 0.0) -> dict[str, str]:
     env = dict(os.environ)
     env.update(mode.env)
     env["PYTHONUNBUFFERED"] = "1"
@@ -267,6 +268,11 @@ def worker_env(mode: Mode, cache_root: Path, scg_cache: Path | None = None,
         env["GRACE_SCG_CACHE_DIR"] = str(scg_cache)
     if scg_report is not None:
         env["GRACE_SCG_REPORT"] = str(scg_report)
+    # SCG's profiles wait until no other worker of the run compiles (grace.scg.quiet): modes
+    # compiled together, or shards side by side, would otherwise time them on a shared CPU
+    if quiet_lock is not None:
+        env["GRACE_SCG_QUIET_LOCK"] = str(quiet_lock)
+        env["GRACE_SCG_QUIET_WAIT_S"] = f"{quiet_wait_s:g}"
     return env
 
 
@@ -283,7 +289,7 @@ def base_row(settings: Settings, target: Target, mode: Mode, compiled_together: 
         "host_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
-        "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
+        "iter_us": None, "samples_us": None, "compile_s": None, "scg_quiet_wait_s": None, "peak_replay_mem_bytes": None,
         "graph_pool_bytes": None,
         "switches": None,  # GraCE's switches as the worker ran (grace.switches)
         "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None, "pi": None,
@@ -291,6 +297,12 @@ def base_row(settings: Settings, target: Target, mode: Mode, compiled_together: 
         "machine": results.machine(), "versions": results.versions(), "command": results.command_line(),
         "invocation": results.invocation(),
     }
+
+
+def quiet_wait_s(timeout_s: float) -> float:
+    """How long a worker's SCG profiles may wait in all for the others to compile: a third of
+    the phase's limit, which its own compilation shares."""
+    return round(timeout_s / 3, 1)
 
 
 def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, scratch: Path,
@@ -306,7 +318,9 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
     with open(log_path, "w") as log_file:
         process = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
-            env=worker_env(mode, scratch, scg_cache, scg_report), cwd=mode.tree or REPO_ROOT)
+            env=worker_env(mode, scratch, scg_cache, scg_report, out_dir / "scg-quiet.lock",
+                           quiet_wait_s(settings.timeout_s)),
+            cwd=mode.tree or REPO_ROOT)
     return Worker(mode, process, log_path, time.monotonic() + settings.timeout_s,
                   base_row(settings, target, mode, compiled_together))
 
@@ -353,7 +367,9 @@ def _run_target(settings: Settings, target: Target, modes: list[Mode], out_dir: 
 
     def await_ready(worker: Worker) -> None:
         try:
-            worker.row["compile_s"] = worker.receive("ready")["compile_s"]
+            ready = worker.receive("ready")
+            worker.row["compile_s"] = ready["compile_s"]
+            worker.row["scg_quiet_wait_s"] = ready.get("scg_quiet_wait_s")
             live.append(worker)
         except WorkerFailed as e:
             fail(worker, str(e))

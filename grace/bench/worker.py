@@ -54,6 +54,7 @@ from grace.bench.pinning import pin_backward_thread, pin_timing_thread
 from grace.bench.precision import exact_float32
 from grace.bench.reference import Reference, as_float64
 from grace.bench.workloads import SIZES, Workload, get
+from grace.scg import quiet
 
 WARMUP_SAMPLE_BASE = 1_000_000  # warm-up samples never coincide with timed ones
 COVERAGE_SAMPLE_BASE = 2_000_000  # profiled samples, apart from warm-up and timed ones
@@ -459,14 +460,18 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
     exact_float32()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is visible to torch in the worker")
-    case = Case(get(args.workload), MODES[args.mode], args.device, args.batch_size, args.size,
-                check_after=args.check_after, distinct_inputs=args.distinct_inputs,
-                lead_in_below_us=args.lead_in_below_us)
-    with SkipLog() as skips:
-        compile_s = case.warm_up(args.warmup)
+    gate = quiet.gate()
+    with quiet.compiling():  # SCG's profiles, here or in another worker, wait for it to end
+        case = Case(get(args.workload), MODES[args.mode], args.device, args.batch_size, args.size,
+                    check_after=args.check_after, distinct_inputs=args.distinct_inputs,
+                    lead_in_below_us=args.lead_in_below_us)
+        with SkipLog() as skips:
+            compile_s = case.warm_up(args.warmup)
+    waited_s = gate.waited_s if gate is not None else 0.0  # not compile time: others compiled then
     if args.release_memory:
         case.release_memory()  # room for the next mode's warm-up
-    send({"event": "ready", "compile_s": compile_s if case.mode.compiled else None})
+    send({"event": "ready", "compile_s": compile_s - waited_s if case.mode.compiled else None,
+          "scg_quiet_wait_s": round(waited_s, 3) if gate is not None else None})
     pinned = False
     for line in sys.stdin:
         command = json.loads(line)

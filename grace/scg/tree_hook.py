@@ -45,6 +45,9 @@ Invariants
   and its outputs are dropped.
 - When anything goes wrong while deciding (an exception, out of memory) SCG does what PT2-CG
   does, records the graph, and logs and reports why.
+- Where processes compile side by side (a benchmark's modes), a profile runs while none of the
+  others compiles (:mod:`grace.scg.quiet`), as in a user's process; one that could not wait so
+  long says so in its reason and is not cached.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from grace.generated import is_inductor_generated
 from grace.log import get_logger
 from grace.pi import report as pi_report
 from grace.pi.replay import indirects
-from grace.scg import cache, report
+from grace.scg import cache, quiet, report
 from grace.generated import innermost
 from grace.scg.candidate import Candidate, describe
 from grace.scg.choose import PI_STRATEGY, SIMPLICITY, Choice, check_force, decide, forced, pi_choice
@@ -139,6 +142,7 @@ def keep_out_of_graph(manager: CUDAGraphTreeManager, new_inputs: list[Any], func
     if function_id not in decided:
         force = config.scg_force
         check_force(force)  # a wrong setting is refused before anything is profiled
+        quiet.gate()  # so is a wrong wait for the quiet gate
         record = _decide(manager, new_inputs, function_id)
         deployed = forced(Choice(record.choice), force, {Choice(c): t for c, t in record.medians_us.items()})
         if deployed.value != record.choice:
@@ -261,15 +265,18 @@ def _decide(manager: CUDAGraphTreeManager, new_inputs: list[Any], function_id: F
         if key is not None and (hit := cache.load(key)) is not None and hit.choice in AVAILABLE:
             return _record(candidate, hit.choice, "cache", hit.reason, start,
                            medians={c.value: t for c, t in hit.medians_us.items()})
-        samples = _profile(manager, new_inputs, function_id, candidate)
+        with quiet.profiling_alone() as alone:
+            samples = _profile(manager, new_inputs, function_id, candidate)
     except Exception as e:  # noqa: BLE001 - capture time only: a failed profile must not fail the program
         log.debug("SCG profile of %s failed", candidate.name, exc_info=True)
         return _record(candidate, Choice.GRAPH, "fallback",
                        f"profiling failed ({type(e).__name__}: {e}); recording the graph as PT2-CG does", start)
     decision = decide(samples, margin=config.scg_margin)
-    if key is not None:
+    if key is not None and alone is not False:  # a profile beside compilations is not kept for later runs
         cache.store(key, decision)
     reason = decision.reason if key is not None else decision.reason + " [not cached: generated source unreadable]"
+    if alone is False:
+        reason += " [profiled beside other processes' compilations: the quiet gate's wait ran out]"
     return _record(candidate, decision.choice, "profiled", reason, start,
                    medians={c.value: t for c, t in decision.medians_us.items()},
                    p10={c.value: percentile(v, 10) for c, v in samples.items()},
