@@ -44,14 +44,18 @@ def _median_us(call: Callable[[], object], repeat: int) -> float:
     return statistics.median(samples)
 
 
+def _path(nodes: int, outputs: int) -> list[Any]:
+    fakes = _fakes()
+    return [fakes.FakeNode(outputs, hardened=True) for _ in range(nodes)]
+
+
 def path_ends_us(nodes: int, outputs: int, repeat: int) -> float:
     """Median microseconds of ``path_ends`` over a path of ``nodes`` fake nodes of ``outputs``."""
     from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
 
     from grace.stale_outputs import StaleOutputGuard
 
-    fakes = _fakes()
-    path = [fakes.FakeNode(outputs, hardened=True) for _ in range(nodes)]
+    path = _path(nodes, outputs)
 
     class Tail:
         """The node a path ends at: its ``_path_from_root`` is the whole path."""
@@ -63,6 +67,18 @@ def path_ends_us(nodes: int, outputs: int, repeat: int) -> float:
     guard = StaleOutputGuard(CUDAGraphTreeManager.format_dealloc_msg)
     tail = Tail()
     return _median_us(lambda: guard.path_ends(tail), repeat)
+
+
+def passes_us(nodes: int, outputs: int, repeat: int) -> tuple[float, float]:
+    """Median microseconds of the two passes ``path_ends`` makes over the same path's cached
+    outputs: who holds an output's tensor (``_held_indices``), and whether another tensor holds
+    its storage (``_shared_indices``)."""
+    from grace.stale_outputs import _held_indices, _shared_indices
+
+    path = _path(nodes, outputs)
+    held = _median_us(lambda: [_held_indices(n) for n in path], repeat)
+    shared = _median_us(lambda: [_shared_indices(n) for n in path], repeat)
+    return held, shared
 
 
 def noted_us(gradients: int, repeat: int) -> float:
@@ -106,7 +122,9 @@ def main() -> int:
     print("StaleOutputGuard.path_ends, nothing held (us per path end):")
     for nodes, outputs in ((2, 35), (1, 70), (190, 8), (50, 8), (190, 2)):
         us = path_ends_us(nodes, outputs, args.repeat)
-        print(f"  {nodes:4d} nodes x {outputs:3d} outputs: {us:8.1f}   ({us / (nodes * outputs):.2f} an output)")
+        held, shared = passes_us(nodes, outputs, args.repeat)
+        print(f"  {nodes:4d} nodes x {outputs:3d} outputs: {us:8.1f}   ({us / (nodes * outputs):.2f} an output; "
+              f"its tensor-holder pass {held:.1f}, its storage pass {shared:.1f})")
     print("AdoptedGrads.noted, a backward's first call (us per call):")
     for gradients in (8, 32, 128):
         us = noted_us(gradients, args.repeat)
