@@ -85,7 +85,8 @@
 #   STAGE=36 PRUN=<date> [SPLIT_WORKLOADS=mode_split] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        on one GPU: where GraCE's time goes against PT2-CG's on SPLIT_WORKLOADS (a config or names; configs/workloads_mode_split.txt, VM: 1.076 of PT2-CG in the
 #        sweep, CGCT alone 1.12): PT2-CG, GraCE's tree alone over stock's graphs (grace-tree), CGCT, GraCE without
-#        the stale-output guard and GraCE, interleaved, with --layers and --gpu-time (mode_split/<PRUN>-split);
+#        the stale-output guard and GraCE, interleaved, with --layers and --gpu-time (mode_split/<PRUN>-split),
+#        and whether GraCE and GraCE without the guard decided alike (scg_agreement.<workload>.txt);
 #        then, with SRUN, the sweep in what is left
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
@@ -559,6 +560,11 @@ case "$STAGE" in
       --compile-together --experiment mode_split --run-id "${PRUN}-split" > "$P/mode_split.log" 2>&1
     "$PY" -m grace.report.paired "results/raw/mode_split/${PRUN}-split/rows.jsonl" --baseline pt2-cg \
       > "$P/mode_split.paired.txt" 2>&1
+    # do the SCG modes decide alike? (their profiles wait for the others' compilations: grace.scg.quiet)
+    for r in results/raw/mode_split/${PRUN}-split/scg/*.grace.json; do
+      "$PY" -m grace.report.scg_agreement "$r" "${r%.grace.json}.grace-no-guard.json" \
+        > "$P/scg_agreement.$(basename "${r%.grace.json}").txt" 2>&1
+    done
     [ -n "${SRUN:-}" ] && [ "$(left)" -gt 240 ] && sweep "${G[0]}"
     ;;
   35)  # one GPU: Table 3 with SCG choosing PI's strategy, then the sweep
