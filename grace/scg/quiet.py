@@ -74,7 +74,7 @@ class QuietGate:
     def alone(self) -> Iterator[bool]:
         """Held exclusive for the body where the budget allows; yields whether it is (invariants 2, 3)."""
         fd = self._file()
-        exclusive = self.spent is False and self._take_exclusive(fd)
+        exclusive = not self.spent and self._take_exclusive(fd)
         try:
             yield exclusive
         finally:
