@@ -27,8 +27,12 @@ the graph's memory. Invariants:
    gets a copy of it as its ``.grad``, and the notes are dropped. The values are intact then:
    the graph's memory is the tree's private pool, and the tree has not run since.
 3. The cost where ``.grad`` is set to None before the next call (``zero_grad()``'s default):
-   per backward call one pass over its node's ``next_functions`` and a set of output data
-   pointers, and per later call one ``.grad`` read per noted leaf. Where ``.grad`` is kept, one
+   per backward call one pass over its node's ``next_functions``, and per later call one
+   ``.grad`` read per noted leaf. The storages a call returned are read from its outputs where
+   it warmed up or ran outside the tree; a recorded node returns the same storages on every
+   call (its graph writes fixed addresses; cached, static and prior outputs alike), so the tree
+   passes the node that ran and they are read once per node, kept on it
+   (``grace_output_storages``). Where ``.grad`` is kept, one
    copy of it, once: the copy is the leaf's own ``.grad`` from then on, and later backwards add
    into it without adopting, as eager's do. A backward pass nested in another (a reentrant
    checkpoint's) is another pass: its first tree call copies what the outer one noted so far.
@@ -69,11 +73,12 @@ class AdoptedGrads:
     """``CUDAGraphTreeManager.grace_adopted_grads``: the leaves the backward calls since the
     tree's last call outside their pass fed, and the storages those calls returned."""
 
-    __slots__ = ("_leaves", "_storages", "_task", "_node", "_outside_engine_logged")
+    __slots__ = ("_leaves", "_storages", "_node_storages", "_task", "_node", "_outside_engine_logged")
 
     def __init__(self) -> None:
         self._leaves: list[torch.Tensor] = []  # fed directly by a noted backward call's node
         self._storages: set[int] = set()  # data pointers of the storages noted calls returned
+        self._node_storages: list[frozenset[int]] = []  # those of the recorded nodes that returned them
         self._task = -1  # autograd's graph task of the noted calls
         self._node = 0  # id() of the autograd node noted last (partitions of one backward share it);
         # an id, not the node: the node would keep what it saved for backward alive past its pass
@@ -85,37 +90,47 @@ class AdoptedGrads:
         if self._task != -1 and _current_graph_task_id() != self._task:
             self._copy_adopted()
 
-    def noted(self, outputs: Sequence[Any]) -> None:
-        """A backward call returned ``outputs`` (invariant 1)."""
-        node = _current_autograd_node()
-        if node is None:
+    def noted(self, outputs: Sequence[Any], tree_node: Any = None) -> None:
+        """A backward call returned ``outputs``; ``tree_node``: the recorded node that ran it, or
+        None (invariants 1 and 3)."""
+        grad_fn = _current_autograd_node()
+        if grad_fn is None:
             if not self._outside_engine_logged:
                 self._outside_engine_logged = True
                 _log.info("gradient copies: a backward graph ran outside autograd's engine; what "
                           "autograd adopts of its outputs stays on the graph's memory, as in stock")
             return
         self._task = _current_graph_task_id()
-        if id(node) != self._node:  # nodes of one pass are alive together: their ids differ
-            self._node = id(node)
-            self._leaves += [fn.variable for fn, _ in node.next_functions if type(fn) is _AccumulateGrad]
-        for out in outputs:
-            if isinstance(out, torch.Tensor):
-                self._storages.add(out.untyped_storage().data_ptr())
+        if id(grad_fn) != self._node:  # nodes of one pass are alive together: their ids differ
+            self._node = id(grad_fn)
+            self._leaves += [fn.variable for fn, _ in grad_fn.next_functions if type(fn) is _AccumulateGrad]
+        if tree_node is None:
+            for out in outputs:
+                if isinstance(out, torch.Tensor):
+                    self._storages.add(out.untyped_storage().data_ptr())
+            return
+        storages = getattr(tree_node, "grace_output_storages", None)
+        if storages is None:
+            storages = tree_node.grace_output_storages = frozenset(
+                out.untyped_storage().data_ptr() for out in outputs if isinstance(out, torch.Tensor))
+        if not self._node_storages or self._node_storages[-1] is not storages:
+            self._node_storages.append(storages)
 
     def _copy_adopted(self) -> None:
-        storages = self._storages
+        storages, node_storages = self._storages, self._node_storages
         for leaf in self._leaves:
             grad = leaf.grad
             if grad is None:
                 continue
             try:
-                adopted = grad.untyped_storage().data_ptr() in storages
+                address = grad.untyped_storage().data_ptr()
             except RuntimeError:  # a storage the tree marked overwritten already: stock's error stands
                 continue
-            if adopted:
+            if address in storages or any(address in s for s in node_storages):
                 leaf.grad = grad.clone()
         self._leaves.clear()
         storages.clear()
+        node_storages.clear()
         self._task = -1
         self._node = 0
 

@@ -50,9 +50,10 @@ class _Graph:
         torch._C._remove_cached_tensor(self.cached)
 
 
-def _replay_function(graph: _Graph, notes: Optional[AdoptedGrads]) -> Any:
+def _replay_function(graph: _Graph, notes: Optional[AdoptedGrads], tree_node: Any = None) -> Any:
     """``(w * x).sum()`` whose forward is a tree call and whose backward replays ``graph``,
-    noting what it returns as the tree manager does."""
+    noting what it returns as the tree manager does (``tree_node``: the recorded node it passes,
+    or None for a warm-up)."""
 
     class Replay(torch.autograd.Function):
         @staticmethod
@@ -67,17 +68,17 @@ def _replay_function(graph: _Graph, notes: Optional[AdoptedGrads]) -> Any:
             (x,) = ctx.saved_tensors
             out = graph.replay(g * x)
             if notes is not None:
-                notes.noted([out])
+                notes.noted([out], tree_node)
             return out, None
 
     return Replay
 
 
-def _accumulated(output: str, notes: Optional[AdoptedGrads], zero: Callable[[Any], None] = lambda w: None
-                 ) -> list[float]:
+def _accumulated(output: str, notes: Optional[AdoptedGrads], zero: Callable[[Any], None] = lambda w: None,
+                 tree_node: Any = None) -> list[float]:
     """``.grad`` after each of three backwards of 1, 2 and 3, with ``zero(w)`` between them."""
     graph = _Graph(output)
-    Replay = _replay_function(graph, notes)
+    Replay = _replay_function(graph, notes, tree_node)
     w = torch.zeros(4, requires_grad=True)
     seen = []
     try:
@@ -107,6 +108,35 @@ def test_a_gradient_zeroed_in_place_is_copied_once_and_is_right_every_step() -> 
 
     assert _accumulated("cached", None, zero) == [1.0, 4.0, 6.0]
     assert _accumulated("cached", AdoptedGrads(), zero) == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("output", ["cached", "uncached", "view"])
+def test_a_recorded_nodes_storages_are_read_once_and_what_it_returns_is_still_copied(
+        output: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Passed the recorded node that ran, the notes read its outputs' storages at its first call
+    only and keep them on the node (its graph writes the same memory on every call); the sums
+    are right on every step, as when each call's outputs are read."""
+    import types
+
+    inside: list[bool] = []
+    reads: list[int] = []
+
+    class Counting(AdoptedGrads):
+        __slots__ = ()
+
+        def noted(self, outputs: Any, tree_node: Any = None) -> None:
+            inside.append(True)
+            try:
+                super().noted(outputs, tree_node)
+            finally:
+                inside.pop()
+
+    storage = torch.Tensor.untyped_storage
+    monkeypatch.setattr(torch.Tensor, "untyped_storage", lambda t: (inside and reads.append(1), storage(t))[1])
+    node = types.SimpleNamespace()
+    assert _accumulated(output, Counting(), tree_node=node) == [1.0, 3.0, 6.0]
+    assert len(node.grace_output_storages) == 1, "the one storage the graph's output lies on"
+    assert len(reads) == 1, "read at the node's first call only"
 
 
 def test_a_gradient_set_to_none_before_the_next_call_is_adopted_and_never_copied() -> None:

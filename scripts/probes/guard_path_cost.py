@@ -81,9 +81,12 @@ def passes_us(nodes: int, outputs: int, repeat: int) -> tuple[float, float]:
     return held, shared
 
 
-def noted_us(gradients: int, repeat: int) -> float:
+def noted_us(gradients: int, repeat: int, recorded: bool = False) -> float:
     """Median microseconds of ``AdoptedGrads.noted`` for a backward returning ``gradients``
-    gradients to as many leaves, called inside autograd's engine as the tree calls it."""
+    gradients to as many leaves, called inside autograd's engine as the tree calls it; with
+    ``recorded``, passed the recorded node that ran (its storages read at its first call)."""
+    import types
+
     import torch
 
     from grace.grad_copies import AdoptedGrads
@@ -91,6 +94,7 @@ def noted_us(gradients: int, repeat: int) -> float:
     leaves = [torch.nn.Parameter(torch.randn(8)) for _ in range(gradients)]
     grads = [torch.ones(8) for _ in range(gradients)]
     notes = AdoptedGrads()
+    node = types.SimpleNamespace() if recorded else None
     times: list[float] = []
 
     class Backward(torch.autograd.Function):
@@ -102,10 +106,11 @@ def noted_us(gradients: int, repeat: int) -> float:
         def backward(ctx: Any, g: Any) -> Any:
             notes._node = 0  # as at the first call of each backward pass: its leaves are noted
             begun = time.perf_counter_ns()
-            notes.noted(grads)
+            notes.noted(grads, node)
             times.append((time.perf_counter_ns() - begun) / 1e3)
             notes._leaves.clear()
             notes._storages.clear()
+            notes._node_storages.clear()
             return (g, *[None] * gradients)
 
     x = torch.randn(4, requires_grad=True)
@@ -125,10 +130,11 @@ def main() -> int:
         held, shared = passes_us(nodes, outputs, args.repeat)
         print(f"  {nodes:4d} nodes x {outputs:3d} outputs: {us:8.1f}   ({us / (nodes * outputs):.2f} an output; "
               f"its tensor-holder pass {held:.1f}, its storage pass {shared:.1f})")
-    print("AdoptedGrads.noted, a backward's first call (us per call):")
+    print("AdoptedGrads.noted, a backward's first call (us per call; a warm-up's, then a recorded node's):")
     for gradients in (8, 32, 128):
         us = noted_us(gradients, args.repeat)
-        print(f"  {gradients:4d} gradients: {us:8.1f}   ({us / gradients:.2f} a gradient)")
+        node_us = noted_us(gradients, args.repeat, recorded=True)
+        print(f"  {gradients:4d} gradients: {us:8.1f}   ({us / gradients:.2f} a gradient); recorded node {node_us:8.1f}")
     return 0
 
 
