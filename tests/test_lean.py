@@ -312,8 +312,8 @@ class _NotesCalls:
     def before_call(self) -> None:
         self.calls.append("before")
 
-    def noted(self, outputs: Any) -> None:
-        self.calls.append(("noted", list(outputs)))
+    def noted(self, outputs: Any, tree_node: Any = None) -> None:
+        self.calls.append(("noted", list(outputs), tree_node))
 
 
 @pytest.mark.parametrize(("mode", "noted"), [
@@ -322,14 +322,30 @@ class _NotesCalls:
     (ct.CompilationMode.INFERENCE, False),
 ])
 def test_run_hands_a_backward_calls_outputs_to_the_adopted_gradient_notes(mode: Any, noted: bool) -> None:
-    """The patched ``run`` (``patches/scg/0007``): every call begins with ``before_call``; a
-    backward graph's call ends by noting what it returns."""
+    """The patched ``run`` (``patches/scg/0007``, ``0014``): every call begins with
+    ``before_call``; a backward graph's call ends by noting what it returns, and the recorded
+    node it replayed, whose storages the notes then read once."""
     manager = FakeManager()
     (f0,) = _chain(manager, 1)
     manager.id_to_mode[f0] = mode
     notes = manager.grace_adopted_grads = _NotesCalls()
     out = manager.run([object()], f0)
-    assert notes.calls == (["before", ("noted", list(out))] if noted else ["before"])
+    (root,) = manager.roots[f0]
+    assert notes.calls == (["before", ("noted", list(out), root)] if noted else ["before"])
+
+
+def test_a_backward_call_that_runs_no_recorded_node_hands_the_notes_its_outputs_alone() -> None:
+    """Kept out of graphs (SCG), the call runs its compiled code: ``current_node`` stays the node
+    of the call before, which did not return these outputs, so no node is passed and the notes
+    read the outputs' storages."""
+    manager = FakeManager()
+    (f0,) = _chain(manager, 1)
+    manager.id_to_mode[f0] = ct.CompilationMode.BACKWARD
+    notes = manager.grace_adopted_grads = _NotesCalls()
+    manager.run([object()], f0)  # a replay: the root is the current node now
+    manager.grace_no_graph_functions.add(f0)
+    out = manager.run([object()], f0)
+    assert notes.calls[-1] == ("noted", list(out), None)
 
 
 def _outcome(seed: int, eager: bool, inputs: list[Any]) -> tuple[Any, dict]:
