@@ -148,7 +148,7 @@ def test_once_the_wait_runs_out_profiles_run_beside_the_others_and_say_so(
                 with quiet.profiling_alone() as alone:
                     assert alone is False
                 assert g.spent and g.waited_s == waited, "a spent budget waits no more"
-        assert waited >= 0.2
+        assert waited > 0, "it waited before it gave up"
         assert "profiles beside them" in caplog.text
     finally:
         os.close(other)
