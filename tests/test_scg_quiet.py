@@ -179,8 +179,9 @@ def _pointwise_decision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tupl
     monkeypatch.setattr(cache, "store", lambda key, decision: stored.append(decision))
     monkeypatch.setattr(tree_hook, "_profile", lambda *args: {Choice.NO_GRAPH: [10.0] * 5, Choice.GRAPH: [5.0] * 5})
     wrapped = types.SimpleNamespace(model=module.partition_0, static_input_idxs=[])
-    manager = types.SimpleNamespace(ids_to_funcs={"f": wrapped}, id_to_mode={"f": types.SimpleNamespace(name="INFERENCE")},
-                                    device_index=0, _get_cuda_graph_recorded_tensor_checker=lambda: (lambda t: False))
+    manager = types.SimpleNamespace(ids_to_funcs={"f": wrapped},
+                                    id_to_mode={"f": types.SimpleNamespace(name="INFERENCE")}, device_index=0,
+                                    _get_cuda_graph_recorded_tensor_checker=lambda: (lambda t: False))
     PyCodeCache.modules.append(module)
     try:
         return tree_hook._decide(manager, [torch.zeros(8, 16)], "f"), stored

@@ -289,7 +289,8 @@ def base_row(settings: Settings, target: Target, mode: Mode, compiled_together: 
         "host_us": None,
         "timing_lock": str(settings.timing_lock) if settings.timing_lock else None,
         "status": "error", "error": None,
-        "iter_us": None, "samples_us": None, "compile_s": None, "scg_quiet_wait_s": None, "peak_replay_mem_bytes": None,
+        "iter_us": None, "samples_us": None, "compile_s": None, "peak_replay_mem_bytes": None,
+        "scg_quiet_wait_s": None,  # seconds SCG's profiles waited for other workers' compilations
         "graph_pool_bytes": None,
         "switches": None,  # GraCE's switches as the worker ran (grace.switches)
         "cuda_graphs": None, "cudagraph_skips": [], "partition_reasons": {}, "check": None, "scg": None, "pi": None,

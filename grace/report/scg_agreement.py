@@ -91,8 +91,10 @@ def load(path: Path) -> dict[str, Code]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("first", type=Path, help="an SCG report (results/raw/<experiment>/<run>/scg/<workload>.<mode>.json)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("first", type=Path,
+                    help="an SCG report (results/raw/<experiment>/<run>/scg/<workload>.<mode>.json)")
     ap.add_argument("second", type=Path)
     args = ap.parse_args(argv)
     a, b = load(args.first), load(args.second)
