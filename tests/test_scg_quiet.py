@@ -56,8 +56,8 @@ def test_without_a_lock_there_is_no_gate_and_profiles_run_as_they_come() -> None
     quiet._gates.clear()
     with grace.config.patch(scg_quiet_lock=""):
         assert quiet.gate() is None
-        with quiet.compiling(), quiet.profiling_alone() as alone:
-            assert alone is None
+        with quiet.compiling() as held, quiet.profiling_alone() as alone:
+            assert held is None and alone is None
 
 
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])

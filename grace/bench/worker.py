@@ -460,8 +460,7 @@ def serve(args: argparse.Namespace, proto: IO[str]) -> None:
     exact_float32()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is visible to torch in the worker")
-    gate = quiet.gate()
-    with quiet.compiling():  # SCG's profiles, here or in another worker, wait for it to end
+    with quiet.compiling() as gate:  # SCG's profiles, here or in another worker, wait for it to end
         case = Case(get(args.workload), MODES[args.mode], args.device, args.batch_size, args.size,
                     check_after=args.check_after, distinct_inputs=args.distinct_inputs,
                     lead_in_below_us=args.lead_in_below_us)

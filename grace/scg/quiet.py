@@ -133,11 +133,11 @@ def profiling_alone() -> Iterator[Optional[bool]]:
 
 
 @contextlib.contextmanager
-def compiling() -> Iterator[None]:
-    """Around a process's compilation: the gate held shared, if there is one."""
+def compiling() -> Iterator[Optional[QuietGate]]:
+    """Around a process's compilation: the gate held shared, if there is one; yields the gate."""
     g = gate()
     if g is None:
-        yield
+        yield None
         return
     with g.compiling():
-        yield
+        yield g
