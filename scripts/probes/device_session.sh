@@ -82,7 +82,7 @@
 #        beside PT2-CG and GraCE-CGCT-PI, on the workloads that keep copies under ptx (configs/workloads_table3_choice.txt: MMC, ST, STCLM,
 #        BSCG), resumable; then, with SRUN, the sweep in what is left. The tarball's tables/table3_pi_copy_debug.csv
 #        is this run's alone: after unpacking, `git checkout tables` and add the run to configs/table3_runs.txt
-#   STAGE=36 PRUN=<date> [SPLIT_WORKLOADS=mode_split] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
+#   STAGE=36 PRUN=<date> [SPLIT_WORKLOADS=mode_split] [SPLIT_MODESET=a,b] [SPLIT_REPEAT=40] [SRUN=<date>-sweep] T=<left> bash .diag/device_session.sh
 #        on one GPU: where GraCE's time goes against PT2-CG's on SPLIT_WORKLOADS (a config or names; configs/workloads_mode_split.txt, VM: 1.076 of PT2-CG in the
 #        sweep, CGCT alone 1.12): PT2-CG, GraCE's tree alone over stock's graphs (grace-tree), CGCT, GraCE without
 #        the stale-output guard and GraCE, interleaved, with --layers and --gpu-time (mode_split/<PRUN>-split),
@@ -556,7 +556,8 @@ case "$STAGE" in
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
     P=results/raw/probes/${PRUN:?}; mkdir -p "$P"
     CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 60 )) "$PY" -m grace.bench --workloads "${SPLIT_WORKLOADS:-mode_split}" \
-      --modes pt2-cg,grace-tree,grace-cgct,grace-no-guard,grace --repeat 40 --layers --gpu-time --gpu-time-every 4 \
+      --modes "${SPLIT_MODESET:-pt2-cg,grace-tree,grace-cgct,grace-no-guard,grace}" --repeat "${SPLIT_REPEAT:-40}" \
+      --layers --gpu-time --gpu-time-every 4 \
       --compile-together --experiment mode_split --run-id "${PRUN}-split" > "$P/mode_split.log" 2>&1
     "$PY" -m grace.report.paired "results/raw/mode_split/${PRUN}-split/rows.jsonl" --baseline pt2-cg \
       > "$P/mode_split.paired.txt" 2>&1
