@@ -16,7 +16,8 @@
 # seconds per (program, configuration) (default 240), RUN_ID; DEVICE=cpu checks the plumbing on a
 # machine without a GPU (no CUDA graphs there). RESUME=1 with the RUN_ID of an earlier run adds
 # new programs to it (its results kept, its settings required), so that runs of several device
-# calls add up.
+# calls add up. PROBE (e.g. trace,guard): the tree's probes in every child, written into the logs
+# kept for failures and stale reads (python -m grace.difftest run-one --help lists them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/python.sh) || { bash scripts/setup.sh >/dev/null && PY=$(bash scripts/python.sh); } || exit 2
@@ -52,7 +53,7 @@ echo "run $RUN_ID: $RAW (start seed $START_SEED)"
 
 "$PY" -m grace.difftest run --device "$DEVICE" --out "$RAW" --configs "$(echo $CONFIGS | tr ' ' ',')" \
   --seconds "$SECONDS_BUDGET" --hard-seconds "$HARD_SECONDS" --jobs "$JOBS" --start-seed "$START_SEED" \
-  --max-steps "$MAX_STEPS" --timeout "$TIMEOUT" ${KINDS:+--kinds "$KINDS"} \
+  --max-steps "$MAX_STEPS" --timeout "$TIMEOUT" ${KINDS:+--kinds "$KINDS"} ${PROBE:+--probe "$PROBE"} \
   $([ "${RESUME:-0}" = 1 ] && echo --resume)
 status=$?
 echo

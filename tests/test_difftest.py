@@ -1126,3 +1126,50 @@ def test_a_child_writes_each_step_it_begins(tmp_path: Path) -> None:
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert step_file.read_step(path) == (2, "pointwise")
+
+
+def test_a_run_with_probes_gives_them_to_every_child_and_keeps_the_log_of_a_stale_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale read comes only under a run's load: the children of a run with ``probe`` carry
+    it, the replay command does not, and the log of a run that read stale is kept."""
+    from grace.difftest import runner
+
+    commands: list[list[str]] = []
+
+    class FakeProcess:
+        def __init__(self, cmd: list[str], **kwargs: Any) -> None:
+            commands.append(cmd)
+
+    monkeypatch.setattr(runner.subprocess, "Popen", FakeProcess)
+    settings = runner.Settings(configs=["all-lean-copy"], out=tmp_path, probe="trace,guard")
+    campaign = runner.Campaign(settings)
+    for seed in (7, 8, 9):
+        campaign.start(seed, "all-lean-copy")
+    assert all(cmd[-2:] == ["--probe", "trace,guard"] for cmd in commands)
+    assert "--probe" not in runner.replay_command(7, "all-lean-copy", settings)
+    stale, clean, failed = list(campaign.running)
+    campaign.finish(stale, {"seed": 7, "status": "ok", "stale": [[422, 412]]})
+    campaign.finish(clean, {"seed": 8, "status": "ok", "stale": []})
+    campaign.finish(failed, {"seed": 9, "status": "mismatch", "detail": "step 3"})
+    logs = tmp_path / "logs" / "all-lean-copy"
+    assert sorted(p.name for p in logs.iterdir()) == ["seed-7.log", "seed-9.log"]
+    assert runner.read_settings(tmp_path / "settings.json").probe == "trace,guard"
+
+
+def test_a_run_refuses_an_unknown_probe_before_starting_a_child(tmp_path: Path) -> None:
+    proc = _run_cli(tmp_path, "--configs", "stock", "--programs", "1", "--probe", "trace,nonsense", timeout=60)
+    assert proc.returncode == 2 and "unknown probe(s) nonsense" in proc.stderr
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_each_step_marker_is_called_in_order() -> None:
+    from grace.difftest.__main__ import each_of
+
+    seen: list[tuple[str, int]] = []
+    assert each_of([]) is None
+    one = lambda i, step: seen.append(("one", i))  # noqa: E731
+    assert each_of([one]) is one
+    both = each_of([one, lambda i, step: seen.append(("two", i))])
+    assert both is not None
+    both(3, None)
+    assert seen == [("one", 3), ("two", 3)]

@@ -25,7 +25,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from grace.difftest import step_file
 from grace.difftest.programs import DEFAULT_MAX_STEPS, OPT_IN_KINDS, generate, parse_kinds
@@ -79,6 +80,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                            "(its configurations, device, steps, kinds and backend must be these)")
     many.add_argument("--hard-seconds", type=float, default=None,
                       help="kill what still runs after this; those runs are dropped")
+    many.add_argument("--probe", default=None,
+                      help="run-one --probe for every child (comma-separated probes or all): they write into "
+                           "the child's log, kept where a run failed or read a held output stale")
     _program_options(many)
     _device_options(many)
 
@@ -106,6 +110,17 @@ def set_collector(threshold: int | None) -> None:
         gc.set_threshold(threshold)
 
 
+def each_of(markers: list[Callable[[int, Any], None]]) -> Callable[[int, Any], None] | None:
+    """One ``on_step`` that calls each of ``markers`` in order; None for none."""
+    if len(markers) <= 1:
+        return markers[0] if markers else None
+
+    def on_step(index: int, step: Any) -> None:
+        for marker in markers:
+            marker(index, step)
+    return on_step
+
+
 def run_one(args: argparse.Namespace) -> int:
     from grace.difftest.execute import run_program  # imports torch
 
@@ -115,15 +130,17 @@ def run_one(args: argparse.Namespace) -> int:
     # the parent finds the step it died in
     faulthandler.enable(file=sys.stderr, all_threads=True)
     set_collector(args.gc_threshold)
-    on_step, watch = None, None
+    markers: list[Callable[[int, Any], None]] = []
+    watch = None
     if args.probe:
         from grace.difftest.probe import Probes, parse_probes
 
         probes = Probes(parse_probes(args.probe)).install()
-        on_step, watch = probes.step_marker, probes.watch  # each probe line follows the step it belongs to
-    elif os.environ.get(step_file.ENV):  # the parent's record of where this child is
-        on_step = step_file.StepWriter(os.environ[step_file.ENV])
-    result = run_program(program, args.device, args.backend, on_step, watch)
+        markers.append(probes.step_marker)  # each probe line follows the step it belongs to
+        watch = probes.watch
+    if os.environ.get(step_file.ENV):  # the parent's record of where this child is
+        markers.append(step_file.StepWriter(os.environ[step_file.ENV]))
+    result = run_program(program, args.device, args.backend, each_of(markers), watch)
     print(json.dumps(result, sort_keys=True), flush=True)
     return 0
 
@@ -133,10 +150,14 @@ def run_many(args: argparse.Namespace) -> int:
 
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     kinds = parse_kinds(args.kinds) if args.kinds else None
+    if args.probe:
+        from grace.difftest.probe import parse_probes
+
+        parse_probes(args.probe)  # an unknown name is refused here, not in every child
     settings = Settings(configs=configs, out=args.out, seconds=args.seconds, start_seed=args.start_seed,
                         jobs=args.jobs, device=args.device, max_steps=args.max_steps, kinds=kinds,
                         timeout=args.timeout, programs=args.programs, backend=args.backend,
-                        hard_seconds=args.hard_seconds, resume=args.resume)
+                        hard_seconds=args.hard_seconds, resume=args.resume, probe=args.probe or None)
     run(settings)
     return 0
 

@@ -11,7 +11,10 @@ placed at the step the child had begun (:mod:`grace.difftest.step_file`). A run 
 - ``worse_than_stock.md``: every program a configuration did worse on than stock, with the
   command that replays it, then stock's own failures;
 - ``settings.json``: the run's settings (the replay commands need its kinds and max steps);
-- ``logs/<configuration>/seed-<S>.log``: a child's output, kept for the results that are not ok.
+- ``logs/<configuration>/seed-<S>.log``: a child's output, kept for the results that are not ok
+  and for those that read a held output stale; with ``probe``, the tree's probes
+  (:mod:`grace.difftest.probe`) write into it, so that a rare failure that only comes under the
+  run's load arrives with its trace.
 
 Children share Inductor's kernel cache (binaries keyed by their source) but not its FX graph or
 AOT autograd caches: those keys do not know GraCE's switches, so one configuration could
@@ -75,6 +78,7 @@ class Settings:
     backend: str = "inductor"
     hard_seconds: float | None = None  # kill what still runs then; its results are dropped
     resume: bool = False  # add to the run in ``out``: its records kept, new seeds after its last
+    probe: str | None = None  # ``run-one --probe`` for every child: its lines go to the child's log
 
 
 # What must match for a resumed run to add to an earlier one: the same programs, judged alike.
@@ -516,7 +520,9 @@ class Campaign:
         scratch = self.out / "scratch" / f"{config}-{seed}"
         scratch.mkdir(parents=True, exist_ok=True)
         log_file = log.open("w")
-        cmd = [sys.executable, "-m", "grace.difftest", *child_args(seed, self.settings)]
+        # the probes observe; the replay command (child_args) leaves them out
+        probe = ["--probe", self.settings.probe] if self.settings.probe else []
+        cmd = [sys.executable, "-m", "grace.difftest", *child_args(seed, self.settings), *probe]
         gpu = self.gpus[self.children_started % len(self.gpus)] if len(self.gpus) > 1 else None
         self.children_started += 1
         env = child_env(config, scratch, gpu, self.out / "scratch" / "compile" / config)
@@ -562,10 +568,13 @@ class Campaign:
         self.records.append(result)
         with self.results_path.open("a") as f:
             f.write(json.dumps(result, sort_keys=True) + "\n")
-        if result["status"] == "ok":
-            child.log.unlink(missing_ok=True)
-        else:
+        if result["status"] != "ok":
             self.say(f"seed {child.seed} {child.config}: {result['status']}: {result['detail']}")
+        elif result.get("stale"):  # a wrong value read without error: its log stays, with any probes' lines
+            self.say(f"seed {child.seed} {child.config}: ok, stale reads (step, held step) {result['stale']}; "
+                     f"log {child.log}")
+        else:
+            child.log.unlink(missing_ok=True)
         if not any(c.seed == child.seed for c in self.running) and all(p[0] != child.seed for p in self.pending):
             self.seed_done(child.seed)
 

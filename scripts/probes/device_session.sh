@@ -11,9 +11,10 @@
 #        under stock and the defaults; the in-place reduction's race counted plain and ordered by a barrier; the
 #        project's CUDA tests (the benchmark's in stage 3); with CRUN=<date>-compile,
 #        BERT's and MTCG-T's compile under PT2-CG and GraCE-CGCT (the benchmark, one GPU each)
-#   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests [DCONFIGS=...] SHARDS=5 T=585 bash .diag/device_session.sh
+#   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests [DCONFIGS=...] [PROBE=trace,guard] SHARDS=5 T=585 bash .diag/device_session.sh
 #        upstream's rechecks; the -lean twins; the differential test of DCONFIGS (default stock, GraCE's defaults
-#        all-free-mut-lean-copy and all-mut-lean-copy, and all-lean-copy, which refuses the mutate_input kind's functions)
+#        all-free-mut-lean-copy and all-mut-lean-copy, and all-lean-copy, which refuses the mutate_input kind's functions);
+#        PROBE: the tree's probes in every program's process, their lines kept in the logs of failures and stale reads
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul [LEAN_WORKLOADS=...] [LEAN_MODES=...] [LEAN_ONLY=1] T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
