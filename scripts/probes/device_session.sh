@@ -567,7 +567,7 @@ case "$STAGE" in
       "$PY" -m grace.report.scg_agreement "$r" "${r%.grace.json}.grace-no-guard.json" \
         > "$P/scg_agreement.$(basename "${r%.grace.json}").txt" 2>&1
     done
-    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 240 ] && sweep "${G[0]}"
+    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 240 ] && sweep "${G[0]}" strict  # after other work: only a workload that fits starts
     ;;
   35)  # one GPU: Table 3 with SCG choosing PI's strategy, then the sweep
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
@@ -576,7 +576,7 @@ case "$STAGE" in
       MODES=${T3_MODES:-pt2-cg,grace-cgct-pi,grace-pi-choice} REPEAT=10 COVERAGE=0 CONCURRENT=1 \
       bash scripts/run_table3_pi_copy_debug.sh "${resume[@]}" --compile-together --stop-after $(( $(left) - 240 )) \
       --end-after $(( $(left) - 60 )) > "$OUT/table3.$STAGE.log" 2>&1
-    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 240 ] && sweep "${G[0]}"
+    [ -n "${SRUN:-}" ] && [ "$(left)" -gt 240 ] && sweep "${G[0]}" strict
     ;;
   34)  # one GPU: the plain reference the map's rows are to match, then the map (resumable), then the sweep's tail
     read -ra G <<< "$(bash scripts/visible_gpus.sh)"
