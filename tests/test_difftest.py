@@ -1173,3 +1173,74 @@ def test_each_step_marker_is_called_in_order() -> None:
     assert both is not None
     both(3, None)
     assert seen == [("one", 3), ("two", 3)]
+
+
+def _probed_log(held_address: str) -> list[str]:
+    """A child's log as ``--probe trace,guard`` writes it: step 3's output held, the path ended
+    at step 4 without its address among the guard's counts, step 5's call writing over it, and
+    the child's result line recording the stale read at step 6."""
+    other = "0x7f0000002000"
+    return [
+        "program seed 9: ...\n",
+        "[probe] step 3: matmul     fresh      batch=8 hold\n",
+        f"[probe] call function 1: CUDAGraphNode 0, path [0], generation 2, EXECUTION; outputs at ['{held_address}']\n",
+        "[probe] step 4: scale      fresh      batch=8 mark_step\n",
+        f"[probe] a replayed path ends: before, path graph 0 ({held_address} py 1 uses 1); generation 2; guard noted 0, pending 0\n",
+        "[probe] a replayed path ends: after, no path; generation 3; guard noted 0, pending 0\n",
+        f"[probe] call function 2: CUDAGraphNode 1, path [1], generation 3, EXECUTION; outputs at ['{other}']\n",
+        "[probe] step 5: matmul     reuse      batch=8 ref=1\n",
+        f"[probe] call function 1: CUDAGraphNode 0, path [1, 0], generation 3, EXECUTION; outputs at ['{held_address}']\n",
+        "[probe] step 6: train_keep fresh      batch=8 recheck\n",
+        "[probe] step 7: pointwise  fresh      batch=8\n",
+        json.dumps({"status": "ok", "stale": [[6, 3]]}) + "\n",
+    ]
+
+
+def test_a_stale_read_is_explained_from_the_probes_lines(tmp_path: Path) -> None:
+    from grace.difftest import stale_trace
+
+    held = "0x7f0000001000"
+    log = tmp_path / "seed-9.log"
+    log.write_text("".join(_probed_log(held)))
+    lines = stale_trace.probe_lines(log.read_text().splitlines(keepends=True))
+    read = stale_trace.explain(lines, 3, 6)
+    assert read.addresses == [held]
+    assert read.path_ends == [f"step 4: a replayed path ends: before, path graph 0 ({held} py 1 uses 1); "
+                              "generation 2; guard noted 0, pending 0"]
+    assert len(read.writers) == 1 and read.writers[0].startswith("step 5: call function 1: CUDAGraphNode 0, path [1, 0]")
+    assert read.window[0].startswith("step 3:") and read.window[-1].startswith("step 6:"), "held step to the read"
+    report = stale_trace.explain_log(str(log))
+    assert report.startswith("held output of step 3, read stale at step 6"), "the pair from the result line"
+    assert f"* call function 1: CUDAGraphNode 0, path [1, 0], generation 3, EXECUTION; outputs at ['{held}']" in report
+    assert "no probe lines" in stale_trace.explain(lines, 8, 9).report()
+    with pytest.raises(ValueError):
+        stale_trace.explain(lines, 6, 3)
+    log.write_text("[probe] step 0: pointwise\n" + json.dumps({"status": "ok", "stale": []}) + "\n")
+    assert "records no stale read" in stale_trace.explain_log(str(log))
+
+
+def test_the_trace_probes_call_line_gives_the_outputs_explain_reads() -> None:
+    import enum
+    from types import SimpleNamespace
+
+    from grace.difftest import stale_trace
+    from grace.difftest.probe import describe_call
+
+    state = enum.Enum("ExecutionState", "NONE EXECUTION")
+    node = SimpleNamespace(id=SimpleNamespace(id=0))
+    node._path_from_root = [node]
+    manager = SimpleNamespace(current_node=node, current_gen=1, path_state=state.EXECUTION)
+    out = torch.zeros(2)
+    lines = ["step 0: matmul", describe_call(manager, SimpleNamespace(id=1), False, [out]), "step 1: scale"]
+    assert stale_trace.explain(lines, 0, 1).addresses == [hex(out.data_ptr())]
+
+
+def test_explain_stale_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from grace.difftest.__main__ import main
+
+    log = tmp_path / "seed-9.log"
+    log.write_text("".join(_probed_log("0x7f0000001000")))
+    assert main(["explain-stale", str(log)]) == 0
+    assert "read stale at step 6" in capsys.readouterr().out
+    assert main(["explain-stale", str(log), "--held", "3"]) == 2
+    assert "name both the held step" in capsys.readouterr().err

@@ -91,6 +91,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     show.add_argument("--json", action="store_true")
     _program_options(show)
 
+    stale = sub.add_parser("explain-stale", help="what a probed child's log says about its stale reads")
+    stale.add_argument("log", help="a child's log (logs/<configuration>/seed-<S>.log of a run made with --probe "
+                                   "trace,guard)")
+    stale.add_argument("--held", type=int, default=None, help="the held step (default: each stale read the log's "
+                                                                "result records)")
+    stale.add_argument("--at", type=int, default=None, help="the step it was read stale at")
+
     summary = sub.add_parser("summarize", help="summary of a run folder")
     summary.add_argument("out", type=Path)
     return p.parse_args(argv)
@@ -184,6 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "show":
             program = generate(args.seed, parse_kinds(args.kinds), args.max_steps)
             print(program.to_json() if args.json else program.describe())
+            return 0
+        if args.command == "explain-stale":
+            from grace.difftest.stale_trace import explain_log
+
+            print(explain_log(args.log, args.held, args.at))
             return 0
         return summarize(args)
     except ValueError as e:
