@@ -369,6 +369,19 @@ def test_every_field_of_the_workers_summary_reaches_the_row() -> None:
     assert set(runner.SUMMARY_KEYS) <= set(row), "every summary field has a place in every row, error rows too"
 
 
+def test_modes_share_the_runs_decision_cache_unless_each_is_given_its_own(tmp_path: Path) -> None:
+    from grace.bench import runner
+
+    shared = runner.Settings(run_id="r")
+    apart = runner.Settings(run_id="r", scg_cache_per_mode=True)
+    earlier = runner.Settings(run_id="r", scg_cache=tmp_path / "old", scg_cache_per_mode=True)
+    assert runner.scg_cache_dir(shared, tmp_path, MODES["grace"]) == tmp_path / "scg-cache"
+    assert runner.scg_cache_dir(shared, tmp_path, MODES["grace-no-guard"]) == tmp_path / "scg-cache"
+    assert runner.scg_cache_dir(apart, tmp_path, MODES["grace"]) == tmp_path / "scg-cache" / "grace"
+    assert runner.scg_cache_dir(apart, tmp_path, MODES["grace-no-guard"]) == tmp_path / "scg-cache" / "grace-no-guard"
+    assert runner.scg_cache_dir(earlier, tmp_path, MODES["grace"]) == tmp_path / "old" / "grace"
+
+
 def test_workers_share_the_runs_quiet_gate_with_a_third_of_the_phase_limit_to_wait(tmp_path: Path) -> None:
     """SCG's profiles in one worker wait while the others compile (grace.scg.quiet), for at most
     a third of the limit its own compilation shares."""
@@ -1458,7 +1471,7 @@ def test_runner_flags_are_declared_once_on_the_settings(tmp_path: Path) -> None:
     defaults = runner.Settings.from_args(parser.parse_args([]), run_id="r")
     assert defaults == runner.Settings(run_id="r")
     flagged = [f.name for f in dataclasses.fields(runner.Settings) if "flag" in f.metadata]
-    assert {"repeat", "chunk", "timeout_s", "experiment", "device", "size", "scg_cache", "timing_lock",
+    assert {"repeat", "chunk", "timeout_s", "experiment", "device", "size", "scg_cache", "scg_cache_per_mode", "timing_lock",
             "stop_after_s", "end_after_s", "compile_together", "walls_from", "walls_strict", "wave_gib"} == set(flagged)
     args = parser.parse_args(["--repeat", "7", "--timeout", "9.5", "--size", "tiny", "--scg-cache", "rel/cache",
                               "--end-after", "30", "--compile-together", "--walls-from", "single_gpu/x",

@@ -51,3 +51,20 @@ def test_a_file_that_is_no_scg_report_is_refused_by_name(tmp_path: Path) -> None
     bad.write_text('{"workload": "VM"}\n')
     with pytest.raises(SystemExit, match="rows.jsonl is no SCG report"):
         scg_agreement.load(bad)
+
+
+def test_a_code_one_report_read_from_the_shared_cache_is_told_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Modes of one run share the decision cache: a code one mode profiled, the other read, and
+    their agreement on it says nothing about the profiles."""
+    first = _report(tmp_path, "a.json", [_graph("aaaa", "graph"), _graph("bbbb", "graph", "profiled", graph=1.0),
+                                         _graph("cccc", "graph", "rule")])
+    second = _report(tmp_path, "b.json", [_graph("aaaa", "graph", "profiled", graph=2.0),
+                                          _graph("bbbb", "no-graph", "profiled", graph=3.0),
+                                          _graph("cccc", "graph", "rule")])
+    records = {r["code"]: r for r in scg_agreement.compare(scg_agreement.load(first), scg_agreement.load(second))}
+    assert [records[c]["profiled_in"] for c in ("aaaa", "bbbb", "cccc")] == ["second", "both", "neither"]
+    assert scg_agreement.main([str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 3 codes in both reports decided alike" in out
+    assert "0 of the 1 that each report profiled itself; the other 2 were profiled by one report or neither" in out

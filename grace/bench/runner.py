@@ -91,6 +91,10 @@ class Settings:
     scg_cache: Path | None = _flag(
         None, "--scg-cache", "SCG decision cache to use (default: a fresh one in the run directory); point it "
         "at an earlier run's scg-cache to measure a second run", type=Path)
+    scg_cache_per_mode: bool = _flag(
+        False, "--scg-cache-per-mode", "give each mode a decision cache of its own (<cache>/<mode>): modes of a run "
+        "otherwise share one, and a mode that profiles a code second reads the first's decision "
+        "(python -m grace.report.scg_agreement compares two modes' decisions)")
     timing_lock: Path | None = _flag(
         None, "--timing-lock", "a file that runners sharing one GPU lock around each workload's timed rounds",
         type=Path)
@@ -306,6 +310,13 @@ def quiet_wait_s(timeout_s: float) -> float:
     return round(timeout_s / 3, 1)
 
 
+def scg_cache_dir(settings: Settings, out_dir: Path, mode: Mode) -> Path:
+    """The SCG decision cache ``mode``'s worker reads and fills: the run's (or ``--scg-cache``),
+    or with ``--scg-cache-per-mode`` the mode's own folder in it."""
+    shared = settings.scg_cache or out_dir / "scg-cache"
+    return shared / mode.name if settings.scg_cache_per_mode else shared
+
+
 def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, scratch: Path,
                  compiled_together: bool = False) -> Worker:
     log_path = out_dir / "logs" / f"{target.workload.name}.{mode.name}.log"
@@ -313,7 +324,7 @@ def start_worker(settings: Settings, target: Target, mode: Mode, out_dir: Path, 
            "--mode", mode.base or mode.name, "--batch-size", str(target.batch_size),
            "--device", settings.device, "--size", settings.size, "--pin-cpu", str(settings.pin_cpu),
            *settings.worker.argv()]
-    scg_cache = settings.scg_cache or out_dir / "scg-cache"
+    scg_cache = scg_cache_dir(settings, out_dir, mode)
     scg_report = out_dir / "scg" / f"{target.workload.name}.{mode.name}.json"
     scg_report.parent.mkdir(exist_ok=True)
     with open(log_path, "w") as log_file:

@@ -5,8 +5,11 @@ profile. Two reports of one workload (two modes of a run, or two runs) that prof
 generated code should then choose alike, with medians of the same size. Per generated code
 (``code_sha256``; a function compiled many times, as VM's are, is one code), each report's
 choice (the most frequent among its functions of that code) and the medians of the first
-function of it that was profiled, not taken from the cache; then how many codes, and how many
-functions, each report keeps out of graphs. Diagnostic, from the report files: nothing is kept.
+function of it that was profiled, not taken from the cache; which reports profiled it at all
+(modes of one run share its decision cache, so a code one mode profiled first is read from the
+cache by the other, which then agrees by construction); how many codes agree among those both
+profiled; then how many codes, and how many functions, each report keeps out of graphs.
+Diagnostic, from the report files: nothing is kept.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Code:
     kernels: int
     choices: Counter = field(default_factory=Counter)
     medians_us: dict[str, float] = field(default_factory=dict)  # of its first profiled function
+    profiled: int = 0  # its functions this report profiled (the others: cache, rule or fallback)
 
     @property
     def choice(self) -> str:
@@ -46,8 +50,10 @@ def by_code(graphs: Sequence[dict[str, Any]]) -> dict[str, Code]:
             continue
         code = codes.setdefault(sha, Code(kernels=len(g.get("kernels") or ())))
         code.choices[g["choice"]] += 1
-        if not code.medians_us and g.get("source") == "profiled":
-            code.medians_us = dict(g.get("medians_us") or {})
+        if g.get("source") == "profiled":
+            code.profiled += 1
+            if not code.medians_us:
+                code.medians_us = dict(g.get("medians_us") or {})
     return codes
 
 
@@ -69,10 +75,16 @@ def compare(a: dict[str, Code], b: dict[str, Code]) -> list[dict[str, Any]]:
             "first": ca.choice if ca else "-",
             "second": cb.choice if cb else "-",
             "agree": "yes" if ca and cb and ca.choice == cb.choice else ("-" if not (ca and cb) else "NO"),
+            "profiled_in": _profiled_in(ca, cb),
             "first_medians_us": _medians(ca),
             "second_medians_us": _medians(cb),
         })
     return records
+
+
+def _profiled_in(a: Optional[Code], b: Optional[Code]) -> str:
+    first, second = bool(a and a.profiled), bool(b and b.profiled)
+    return {(True, True): "both", (True, False): "first", (False, True): "second"}.get((first, second), "neither")
 
 
 def kept_out(codes: dict[str, Code]) -> tuple[int, int]:
@@ -102,6 +114,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(format_rows(records))
     both = [r for r in records if r["agree"] != "-"]
     print(f"\n{sum(r['agree'] == 'yes' for r in both)} of {len(both)} codes in both reports decided alike")
+    apart = [r for r in both if r["profiled_in"] == "both"]
+    print(f"{sum(r['agree'] == 'yes' for r in apart)} of the {len(apart)} that each report profiled itself; the "
+          f"other {len(both) - len(apart)} were profiled by one report or neither (a shared cache agrees by construction)")
     for name, codes in ((args.first, a), (args.second, b)):
         n_codes, n_functions = kept_out(codes)
         total = sum(sum(c.choices.values()) for c in codes.values())

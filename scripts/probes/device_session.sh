@@ -87,7 +87,7 @@
 #        on one GPU: where GraCE's time goes against PT2-CG's on SPLIT_WORKLOADS (a config or names; configs/workloads_mode_split.txt, VM: 1.076 of PT2-CG in the
 #        sweep, CGCT alone 1.12): PT2-CG, GraCE's tree alone over stock's graphs (grace-tree), CGCT, GraCE without
 #        the stale-output guard and GraCE, interleaved, with --layers and --gpu-time (mode_split/<PRUN>-split),
-#        and whether GraCE and GraCE without the guard decided alike (scg_agreement.<workload>.txt);
+#        and whether GraCE and GraCE without the guard, each with its own decision cache, decided alike (scg_agreement.<workload>.txt);
 #        then, with SRUN, the sweep in what is left
 # Each series' README (results/raw/probes/<series>/README.md) lists its calls and the commit of this script they ran.
 set -u
@@ -559,10 +559,11 @@ case "$STAGE" in
     CUDA_VISIBLE_DEVICES=${G[0]} timeout $(( $(left) - 60 )) "$PY" -m grace.bench --workloads "${SPLIT_WORKLOADS:-mode_split}" \
       --modes "${SPLIT_MODESET:-pt2-cg,grace-tree,grace-cgct,grace-no-guard,grace}" --repeat "${SPLIT_REPEAT:-40}" \
       --layers --gpu-time --gpu-time-every 4 \
-      --compile-together --experiment mode_split --run-id "${PRUN}-split" > "$P/mode_split.log" 2>&1
+      --compile-together --scg-cache-per-mode --experiment mode_split --run-id "${PRUN}-split" > "$P/mode_split.log" 2>&1
     "$PY" -m grace.report.paired "results/raw/mode_split/${PRUN}-split/rows.jsonl" --baseline pt2-cg \
       > "$P/mode_split.paired.txt" 2>&1
-    # do the SCG modes decide alike? (their profiles wait for the others' compilations: grace.scg.quiet)
+    # do the SCG modes decide alike? (each with a decision cache of its own; their profiles wait for the
+    # others' compilations: grace.scg.quiet)
     for r in results/raw/mode_split/${PRUN}-split/scg/*.grace.json; do
       "$PY" -m grace.report.scg_agreement "$r" "${r%.grace.json}.grace-no-guard.json" \
         > "$P/scg_agreement.$(basename "${r%.grace.json}").txt" 2>&1
