@@ -783,7 +783,7 @@ def test_the_trace_probe_says_what_a_call_ran_and_where_the_tree_stands() -> Non
     assert line.startswith("call function 2: SimpleNamespace 3, path [0, 3], generation 7, EXECUTION; outputs at ['0x")
     idle = SimpleNamespace(current_node=None, current_gen=-1, path_state=state.NONE)
     assert describe_call(idle, SimpleNamespace(id=5), True, None) == (
-        "call function 5 (kept out by SCG): no node, generation -1, NONE; outputs at []")
+        "call function 5 (kept out by SCG): no node, generation -1, NONE; outputs at [], objects []")
 
 
 def test_describe_referrers_walks_up_through_containers() -> None:
@@ -1175,21 +1175,28 @@ def test_each_step_marker_is_called_in_order() -> None:
     assert seen == [("one", 3), ("two", 3)]
 
 
-def _probed_log(held_address: str) -> list[str]:
+def _probed_log(held_address: str, handed_again: bool = False) -> list[str]:
     """A child's log as ``--probe trace,guard`` writes it: step 3's output held, the path ended
-    at step 4 without its address among the guard's counts, step 5's call writing over it, and
-    the child's result line recording the stale read at step 6."""
-    other = "0x7f0000002000"
+    at step 4 with its address among the guard's counts, step 5's call handing back memory at its
+    address (or, ``handed_again``, the held tensor itself), and the child's result line recording
+    the stale read at step 6."""
+    other, held_id = "0x7f0000002000", "140000000000001"
+    again = held_id if handed_again else "140000000000005"
     return [
         "program seed 9: ...\n",
         "[probe] step 3: matmul     fresh      batch=8 hold\n",
-        f"[probe] call function 1: CUDAGraphNode 0, path [0], generation 2, EXECUTION; outputs at ['{held_address}']\n",
+        f"[probe] call function 1: CUDAGraphNode 0, path [0], generation 2, EXECUTION; outputs at ['{held_address}'], "
+        f"objects [{held_id}]\n",
+        f"[probe] step 3 holds outputs at ['{held_address}'], objects [{held_id}]\n",
         "[probe] step 4: scale      fresh      batch=8 mark_step\n",
-        f"[probe] a replayed path ends: before, path graph 0 ({held_address} py 1 uses 1); generation 2; guard noted 0, pending 0\n",
+        f"[probe] a replayed path ends: before, path graph 0 ({held_address} py 1 uses 1 obj {held_id}); generation 2; "
+        "guard noted 0, pending 0\n",
         "[probe] a replayed path ends: after, no path; generation 3; guard noted 0, pending 0\n",
-        f"[probe] call function 2: CUDAGraphNode 1, path [1], generation 3, EXECUTION; outputs at ['{other}']\n",
+        f"[probe] call function 2: CUDAGraphNode 1, path [1], generation 3, EXECUTION; outputs at ['{other}'], "
+        "objects [140000000000003]\n",
         "[probe] step 5: matmul     reuse      batch=8 ref=1\n",
-        f"[probe] call function 1: CUDAGraphNode 0, path [1, 0], generation 3, EXECUTION; outputs at ['{held_address}']\n",
+        f"[probe] call function 1: CUDAGraphNode 0, path [1, 0], generation 3, EXECUTION; outputs at ['{held_address}'], "
+        f"objects [{again}]\n",
         "[probe] step 6: train_keep fresh      batch=8 recheck\n",
         "[probe] step 7: pointwise  fresh      batch=8\n",
         json.dumps({"status": "ok", "stale": [[6, 3]]}) + "\n",
@@ -1204,14 +1211,17 @@ def test_a_stale_read_is_explained_from_the_probes_lines(tmp_path: Path) -> None
     log.write_text("".join(_probed_log(held)))
     lines = stale_trace.probe_lines(log.read_text().splitlines(keepends=True))
     read = stale_trace.explain(lines, 3, 6)
-    assert read.addresses == [held]
-    assert read.path_ends == [f"step 4: a replayed path ends: before, path graph 0 ({held} py 1 uses 1); "
-                              "generation 2; guard noted 0, pending 0"]
+    assert read.addresses == [held] and read.objects == ["140000000000001"]
+    assert read.path_ends == [f"step 4: a replayed path ends: before, path graph 0 ({held} py 1 uses 1 obj "
+                              "140000000000001); generation 2; guard noted 0, pending 0"]
     assert len(read.writers) == 1 and read.writers[0].startswith("step 5: call function 1: CUDAGraphNode 0, path [1, 0]")
+    assert read.handed_again == []
     assert read.window[0].startswith("step 3:") and read.window[-1].startswith("step 6:"), "held step to the read"
     report = stale_trace.explain_log(str(log))
     assert report.startswith("held output of step 3, read stale at step 6"), "the pair from the result line"
     assert f"* call function 1: CUDAGraphNode 0, path [1, 0], generation 3, EXECUTION; outputs at ['{held}']" in report
+    again = stale_trace.explain(stale_trace.probe_lines(_probed_log(held, handed_again=True)), 3, 6)
+    assert again.writers == [] and len(again.handed_again) == 1, "the held tensor itself, handed out again"
     assert "no probe lines" in stale_trace.explain(lines, 8, 9).report()
     with pytest.raises(ValueError):
         stale_trace.explain(lines, 6, 3)
@@ -1232,7 +1242,29 @@ def test_the_trace_probes_call_line_gives_the_outputs_explain_reads() -> None:
     manager = SimpleNamespace(current_node=node, current_gen=1, path_state=state.EXECUTION)
     out = torch.zeros(2)
     lines = ["step 0: matmul", describe_call(manager, SimpleNamespace(id=1), False, [out]), "step 1: scale"]
-    assert stale_trace.explain(lines, 0, 1).addresses == [hex(out.data_ptr())]
+    read = stale_trace.explain(lines, 0, 1)
+    assert read.addresses == [hex(out.data_ptr())] and read.objects == [str(id(out))]
+
+
+def test_with_probes_the_outputs_a_step_holds_are_announced_with_their_ids() -> None:
+    import io
+
+    from grace.difftest.probe import Probes
+
+    out = io.StringIO()
+    probes = Probes([], out=out)
+    program = _pointwise_program(steps=4)
+    program.steps[1] = dataclasses.replace(program.steps[1], hold=True)
+    held: list[tuple[int, list[int]]] = []
+
+    def on_hold(index: int, outputs: list[Any]) -> None:
+        held.append((index, [id(t) for t in outputs]))
+        probes.hold_marker(index, outputs)
+
+    result = execute.run_program(program, "cpu", backend="eager", on_hold=on_hold)
+    assert result["status"] == "ok" and [i for i, _ in held] == [1]
+    assert out.getvalue().startswith("[probe] step 1 holds outputs at ['0x")
+    assert out.getvalue().rstrip().endswith(f"objects {held[0][1]}")
 
 
 def test_explain_stale_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

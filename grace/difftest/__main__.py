@@ -138,16 +138,16 @@ def run_one(args: argparse.Namespace) -> int:
     faulthandler.enable(file=sys.stderr, all_threads=True)
     set_collector(args.gc_threshold)
     markers: list[Callable[[int, Any], None]] = []
-    watch = None
+    watch, on_hold = None, None
     if args.probe:
         from grace.difftest.probe import Probes, parse_probes
 
         probes = Probes(parse_probes(args.probe)).install()
         markers.append(probes.step_marker)  # each probe line follows the step it belongs to
-        watch = probes.watch
+        watch, on_hold = probes.watch, probes.hold_marker
     if os.environ.get(step_file.ENV):  # the parent's record of where this child is
         markers.append(step_file.StepWriter(os.environ[step_file.ENV]))
-    result = run_program(program, args.device, args.backend, each_of(markers), watch)
+    result = run_program(program, args.device, args.backend, each_of(markers), watch, on_hold)
     print(json.dumps(result, sort_keys=True), flush=True)
     return 0
 

@@ -501,9 +501,11 @@ class ProgramRun:
     """The state of one program's execution."""
 
     def __init__(self, program: Program, device: str, backend: str = "inductor",
-                 on_step: Callable[[int, Step], None] | None = None, watch: OutputWatcher | None = None):
+                 on_step: Callable[[int, Step], None] | None = None, watch: OutputWatcher | None = None,
+                 on_hold: Callable[[int, list[torch.Tensor]], None] | None = None):
         self.program, self.device = program, device
         self.on_step = on_step  # told of each step before it runs (the probes' step markers)
+        self.on_hold = on_hold  # told of the compiled outputs a step holds (the probes' hold lines)
         self.watch = watch  # told of each step's compiled outputs, and of a mismatch (the outputs probe)
         backend, mode = compile_options(backend)
         self.compile_fn: Compile = lambda fn: torch.compile(fn, mode=mode, backend=backend)
@@ -624,6 +626,8 @@ class ProgramRun:
                 held.follow_mutation(mutated)
         if step.hold:
             self.held.append(Held(index, step.kind, out_c, [e.detach().clone() for e in out_e], out_e))
+            if self.on_hold is not None:
+                self.on_hold(index, out_c)
         feeds_next = index + 1 < len(self.program.steps) and self.program.steps[index + 1].mode == "feedback"
         self.compiled_side.last = out_c if feeds_next else None
         self.eager_side.last = out_e if feeds_next else None
@@ -675,7 +679,8 @@ def configure_torch() -> None:
 
 def run_program(program: Program, device: str, backend: str = "inductor",
                 on_step: Callable[[int, Step], None] | None = None,
-                watch: OutputWatcher | None = None) -> dict[str, Any]:
+                watch: OutputWatcher | None = None,
+                on_hold: Callable[[int, list[torch.Tensor]], None] | None = None) -> dict[str, Any]:
     configure_torch()
     torch.manual_seed(program.seed)
-    return ProgramRun(program, device, backend, on_step, watch).run()
+    return ProgramRun(program, device, backend, on_step, watch, on_hold).run()

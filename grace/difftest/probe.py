@@ -15,8 +15,8 @@ process only, print to stderr what the messages leave out:
 * ``history``: the allocator records stack traces, so that the tree's pool check names where
   a block nobody tracks was allocated.
 * ``trace``: one line per call the tree manager takes (the function, whether SCG keeps it out,
-  the node the tree stands on afterwards, its path, the generation, the addresses of the
-  outputs handed back), and one per path the tree ends (whose outputs it marks dead). A held
+  the node the tree stands on afterwards, its path, the generation, the addresses and object
+  ids of the outputs handed back), and one per path the tree ends (whose outputs it marks dead). A held
   output that reads stale under one configuration and raises under stock is explained by
   the two traces side by side: which later call wrote its address, and whether its node was
   on the path the tree ended before.
@@ -31,13 +31,14 @@ process only, print to stderr what the messages leave out:
   path's end, a warm-up's, the restore before a warm-up or a recording below a replayed node),
   with the path, the generation, how many held outputs GraCE's stale-output guard has noted and
   has pending, before and after, and each cached output of a replayed node on the path (its
-  address and reference counts): which route a held output's path ended by, and whether the
-  guard noted it there.
+  address, reference counts and object id): which route a held output's path ended by, and
+  whether the guard noted it there.
 * ``gc-off`` (an experiment, not an observation): the cyclic collector is off while a node is
   built and recorded, so that only reference counts decide what dies during a recording.
 
 With any probe, ``run-one`` announces each step of the program before it runs (``[probe] step
-N: ...``, as ``show`` lists it), so that every probe line can be read against its step. Nothing
+N: ...``, as ``show`` lists it), so that every probe line can be read against its step, and
+the outputs a step holds (``[probe] step N holds ...``: their addresses and object ids). Nothing
 here runs unless asked for; it is for a developer's replay of one seed, never a measured run.
 """
 
@@ -116,6 +117,12 @@ class Probes:
         """A line before each step of the program (``ProgramRun``'s ``on_step``), so that the
         probes' lines can be read against the program's listing."""
         self.say(f"step {index}: {step.describe() if hasattr(step, 'describe') else step}")
+
+    def hold_marker(self, index: int, outputs: list[Any]) -> None:
+        """A line for the outputs a step holds (``ProgramRun``'s ``on_hold``): the addresses and
+        object ids a stale read of them is traced by (:mod:`grace.difftest.stale_trace`)."""
+        self.say(f"step {index} holds outputs at {[hex(t.data_ptr()) for t in outputs]}, "
+                 f"objects {[id(t) for t in outputs]}")
 
     def install(self) -> Probes:
         from torch._inductor import cudagraph_trees as ct
@@ -331,7 +338,7 @@ def live_path_outputs(node: Any, indices: Iterable[tuple[int, int]]) -> Iterable
 
 def describe_guard(manager: Any) -> str:
     """The tree's path and generation, the stale-output guard's noted and pending outputs, and
-    each cached output of the path's replayed nodes (address, Python and ``TensorImpl`` counts),
+    each cached output of the path's replayed nodes (address, Python and ``TensorImpl`` counts, id),
     read without calling anything that could change them."""
     guard = getattr(manager, "grace_stale_outputs", None)
     counts = "no guard" if guard is None else f"guard noted {len(guard._path_held)}, pending {len(guard._pending)}"
@@ -343,7 +350,7 @@ def describe_guard(manager: Any) -> str:
         cached = getattr(near, "cached_tensor_outputs", None)
         kind = "graph" if cached is not None else "warm-up"
         outs = [None if t is None else f"{t.untyped_storage().data_ptr():#x} py {sys.getrefcount(t) - 1} "
-                f"uses {t._use_count()}" for t in (cached or ())]
+                f"uses {t._use_count()} obj {id(t)}" for t in (cached or ())]
         parts.append(f"{kind} {near.id.id}" + (f" ({', '.join(map(str, outs))})" if outs else ""))
     return f"path {' -> '.join(parts)}; generation {manager.current_gen}; {counts}"
 
@@ -353,10 +360,12 @@ def describe_call(manager: Any, function_id: Any, kept_out: bool, out: Any) -> s
     node = manager.current_node
     where = "no node" if node is None else (
         f"{type(node).__name__} {node.id.id}, path {[n.id.id for n in node._path_from_root]}")
-    ptrs = [hex(t.data_ptr()) for t in (out or ()) if hasattr(t, "data_ptr")]
+    tensors = [t for t in (out or ()) if hasattr(t, "data_ptr")]
     state = getattr(manager.path_state, "name", manager.path_state)
+    # the objects' ids tell an output handed out again (the same tensor) from new memory at its address
     return (f"call function {function_id.id}{' (kept out by SCG)' if kept_out else ''}: {where}, "
-            f"generation {manager.current_gen}, {state}; outputs at {ptrs}")
+            f"generation {manager.current_gen}, {state}; outputs at {[hex(t.data_ptr()) for t in tensors]}, "
+            f"objects {[id(t) for t in tensors]}")
 
 
 def _storage_ptr(obj: Any, torch: Any) -> int | None:

@@ -7,11 +7,13 @@ Two questions decide it, and the probes' lines answer both:
 - Was the held output's memory on a path the tree ended, and did the stale-output guard count
   it as held there? The ``guard`` probe lists, at every path end, each cached output of the
   path's replayed nodes with its address and its Python and ``TensorImpl`` counts.
-- Which later call wrote its memory? The ``trace`` probe gives the addresses of the outputs
-  every tree call handed back.
+- Which later call wrote its memory? The ``trace`` probe gives the addresses and object ids of
+  the outputs every tree call handed back: the same address is new memory handed out there, the
+  same object is the held tensor itself handed out again by a node that still caches it.
 
 :func:`explain` takes the window from the held step to the read, the held step's output
-addresses from its call line, and marks every line that names one of them. It reads text only.
+addresses and objects from its call line, and marks every line that names one of them. It
+reads text only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 PREFIX = "[probe] "
 _STEP = re.compile(r"^step (\d+):")
 _OUTPUTS = re.compile(r"outputs at \[([^\]]*)\]")
+_OBJECTS = re.compile(r"objects \[([^\]]*)\]")
 _ADDRESS = re.compile(r"0x[0-9a-f]+")
 _CALL = "call function "
 _ENDS = ("tree ends path", "a replayed path ends:", "a warm-up may end the path:",
@@ -37,22 +40,32 @@ class StaleRead:
     held: int
     at: int
     addresses: list[str] = field(default_factory=list)  # the held step's outputs, as traced
+    objects: list[str] = field(default_factory=list)  # their tensors' ids
     window: list[str] = field(default_factory=list)  # probe lines from the held step to the read
     path_ends: list[str] = field(default_factory=list)  # path ends in the window naming an address
     writers: list[str] = field(default_factory=list)  # later calls that handed back an address
+    handed_again: list[str] = field(default_factory=list)  # later calls that handed back a held object
+
+    def names(self, line: str) -> bool:
+        """Whether ``line`` names one of the held outputs' addresses or objects."""
+        return (any(a in line for a in self.addresses)
+                or any(re.search(rf"\b{o}\b", line) for o in self.objects))
 
     def report(self) -> str:
         if not self.window:
             return (f"no probe lines for steps {self.held} to {self.at}: was the run made with "
                     "--probe trace,guard?")
         lines = [f"held output of step {self.held}, read stale at step {self.at}",
-                 f"its outputs, as the call handed them back: {', '.join(self.addresses) or 'none traced'}",
+                 f"its outputs, as the call handed them back: {', '.join(self.addresses) or 'none traced'}"
+                 f" (objects {', '.join(self.objects) or 'not traced'})",
                  f"path ends that list one of them ({len(self.path_ends)}):",
                  *(f"  {line}" for line in self.path_ends),
-                 f"later calls that handed back one of them ({len(self.writers)}):",
+                 f"later calls that handed back memory at one of them ({len(self.writers)}):",
                  *(f"  {line}" for line in self.writers),
-                 "window (* names a held address):",
-                 *(f"{'*' if any(a in line for a in self.addresses) else ' '} {line}" for line in self.window)]
+                 f"later calls that handed back the held tensor itself ({len(self.handed_again)}):",
+                 *(f"  {line}" for line in self.handed_again),
+                 "window (* names a held address or object):",
+                 *(f"{'*' if self.names(line) else ' '} {line}" for line in self.window)]
         return "\n".join(lines)
 
 
@@ -75,15 +88,23 @@ def explain(lines: list[str], held: int, at: int) -> StaleRead:
         if step is None or step < held or step > at:
             continue
         read.window.append(line)
-        if step == held and line.startswith(_CALL) and not read.addresses:
-            listed = _OUTPUTS.search(line)
+        # what the harness holds (its hold line), else what the held step's call handed back
+        holds = line.startswith(f"step {held} holds ")
+        if step == held and (holds or (line.startswith(_CALL) and not read.addresses)):
+            listed, objects = _OUTPUTS.search(line), _OBJECTS.search(line)
             read.addresses = _ADDRESS.findall(listed.group(1)) if listed else []
+            read.objects = re.findall(r"\d+", objects.group(1)) if objects else []
             continue
-        named = any(a in line for a in read.addresses)
-        if named and line.startswith(_ENDS):
+        if not read.names(line):
+            continue
+        if line.startswith(_ENDS):
             read.path_ends.append(f"step {step}: {line}")
-        elif named and line.startswith(_CALL) and step > held:
-            read.writers.append(f"step {step}: {line}")
+        elif line.startswith(_CALL) and step > held:
+            again = _OBJECTS.search(line)
+            if again and set(re.findall(r"\d+", again.group(1))) & set(read.objects):
+                read.handed_again.append(f"step {step}: {line}")
+            else:
+                read.writers.append(f"step {step}: {line}")
     return read
 
 
