@@ -24,8 +24,8 @@ import gc
 import json
 import os
 import sys
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from grace.difftest import step_file
