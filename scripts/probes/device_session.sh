@@ -14,7 +14,8 @@
 #   STAGE=3 URUN=<date>-u ULRUN=<date>-ul DRUN=<date>-diff TRUN=<date>-tests [DCONFIGS=...] [PROBE=trace,guard] SHARDS=5 T=585 bash .diag/device_session.sh
 #        upstream's rechecks; the -lean twins; the differential test of DCONFIGS (default stock, GraCE's defaults
 #        all-free-mut-lean-copy and all-mut-lean-copy, and all-lean-copy, which refuses the mutate_input kind's functions);
-#        PROBE: the tree's probes in every program's process, their lines kept in the logs of failures and stale reads
+#        PROBE: the tree's probes in every program's process, their lines kept in the logs of failures and stale reads;
+#        each stale read's log and its explain-stale report are copied into the run's stale/ folder
 #   STAGE=17 PRUN=<date> ULRUN=<date>-ul [LEAN_WORKLOADS=...] [LEAN_MODES=...] [LEAN_ONLY=1] T=<left> bash .diag/device_session.sh
 #        what the lean twins have left; then, quiet, one GPU: lean replay's gain (EOS and DR-T first: earlier runs were
 #        cut before them); beside it on another GPU: the harness against a tight loop of the same call (ALNET) with
@@ -176,6 +177,17 @@ sweep() {
     ${SWEEP_ARGS:---gpu-time --gpu-time-every 4 --compile-together} >> "$OUT/sweep.$STAGE.log" 2>&1
 }
 
+# each stale read of the differential run $1, its child's log (with PROBE, the tree's trace) and what
+# `grace.difftest explain-stale` reads in it, copied out of the run's logs/ (not committed) into stale/
+stale_read_back() {
+  local log name
+  for log in $(grep -l '"stale": \[\[' "$1"/logs/*/seed-*.log 2>/dev/null); do
+    mkdir -p "$1/stale"; name="$(basename "$(dirname "$log")").$(basename "$log" .log)"
+    cp "$log" "$1/stale/$name.log"
+    timeout 60 "$PY" -m grace.difftest explain-stale "$log" > "$1/stale/$name.explained.txt" 2>&1
+  done
+}
+
 K=pointwise,binary,reduction,matmul,conv_bn,train_step,cpu_buf,scale,alias,mutate_buf,train_accum,train_keep,dropout,mutate_input  # every kind of the differential test
 ALC=$("$PY" -m grace.report.upstream --env all-lean-copy)  # every switch, SCG forced to record
 case "$STAGE" in
@@ -242,8 +254,9 @@ case "$STAGE" in
     fi
     [ -n "${ULRUN:-}" ] && upstream_lean_bg $(( $(left) - 25 ))
     CONFIGS="${DCONFIGS:-stock all-free-mut-lean-copy all-mut-lean-copy all-lean-copy}" KINDS=$K \
-    STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 10 )) DIFF_SECONDS=$(( $(left) - 200 )) JOBS=${JOBS:-16} \
+    STEP=difftest DIFF_RUN=${DRUN:?} TOTAL_S=$(( $(left) - 20 )) DIFF_SECONDS=$(( $(left) - 210 )) JOBS=${JOBS:-16} \
       bash scripts/gpu_trust_checks.sh > "$OUT/diff.$STAGE.log" 2>&1
+    stale_read_back "results/raw/differential/$DRUN"
     wait
     ;;
   17)  # what upstream runs have left; then, quiet, one GPU: lean replay's gain
